@@ -1,0 +1,66 @@
+# GPU Field Guide. `make help` lists the targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+VENV      ?= .venv
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PY        := $(VENV)/bin/python
+# GPU targets use the machine's own interpreter as it is: GPU runners are offline, and a
+# measurement must not change the environment it measures.
+GPU_PYTHON ?= python3
+HOST      ?= 127.0.0.1
+PORT      ?= 8000
+
+.PHONY: help serve build test test-gpu lint timings timings-list lock browser clean
+
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
+
+$(VENV)/.docs: requirements/docs.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements/docs.txt
+	touch $@
+
+$(VENV)/.test: requirements/test.txt $(VENV)/.docs
+	$(PY) -m pip install -q -r requirements/test.txt
+	touch $@
+
+serve: $(VENV)/.docs ## Serve the site at http://127.0.0.1:8000 from the committed timings (no GPU, no torch)
+	$(PY) -m mkdocs serve --dev-addr $(HOST):$(PORT)
+
+build: $(VENV)/.docs ## Build the site into site/ with --strict (fails on stale or missing timings)
+	$(PY) -m mkdocs build --strict
+
+browser: ## Install Debian's chromium for the browser test, if it is missing
+	@command -v chromium >/dev/null || { \
+	  echo "installing chromium (apt-get)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
+lint: $(VENV)/.test ## Ruff over the code, snippets and tests
+	$(PY) -m ruff check .
+
+test: $(VENV)/.test browser ## Set up and run everything CI runs: lint, tests (CPU + browser), strict build
+	$(PY) -m ruff check .
+	$(PY) -m mkdocs build --strict
+	$(PY) -m pytest
+
+test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if any GPU test is skipped
+	$(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider
+
+timings: ## On a CUDA machine: run the benchmarks and rewrite timings/<gpu>.json
+	$(GPU_PYTHON) -m fieldguide.timing_run
+
+timings-list: ## List benchmark names (for `python3 -m fieldguide.timing_run --only NAME`)
+	$(GPU_PYTHON) -m fieldguide.timing_run --list
+
+lock: $(VENV)/.docs ## Re-pin requirements/*.txt from pyproject.toml
+	$(PY) -m pip install -q pip-tools
+	$(PY) -m piptools compile -q --strip-extras --no-emit-index-url --no-emit-find-links \
+	  --extra docs -o requirements/docs.txt pyproject.toml
+	$(PY) -m piptools compile -q --strip-extras --no-emit-index-url --no-emit-find-links \
+	  --extra docs --extra test -o requirements/test.txt pyproject.toml
+	sed -i 's/^torch==\(.*\)+cpu$$/torch==\1/' requirements/test.txt  # the CPU build's local tag
+
+clean: ## Remove the virtual environment and build outputs
+	rm -rf $(VENV) site .pytest_cache .ruff_cache

@@ -1,0 +1,77 @@
+"""Benchmarks behind docs/data-movement/pinned-memory.md."""
+
+import pytest
+import torch
+
+from snippets.data_movement import pinned_memory as snippet
+
+pytestmark = pytest.mark.snippet("snippets/data_movement/pinned_memory.py")
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+SIZES = [KiB * 4**i for i in range(11)]  # 1 KiB ... 1 GiB
+
+
+def size_label(nbytes):
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if nbytes >= scale:
+            return f"{nbytes // scale}{unit}"
+    return f"{nbytes}B"
+
+
+def rounds_for(nbytes):
+    return 100 if nbytes <= MiB else 30 if nbytes <= 64 * MiB else 10
+
+
+COPIES = [(d, kind, size) for d in ("h2d", "d2h") for kind in ("pageable", "pinned") for size in SIZES]
+
+
+@pytest.mark.parametrize(("direction", "kind", "nbytes"), COPIES,
+                         ids=[f"{d}-{k}-{size_label(s)}" for d, k, s in COPIES])
+def bench_copy(benchmark, direction, kind, nbytes):
+    src, dst = snippet.make_buffers(nbytes, kind == "pinned", direction)
+    benchmark.extra_info.update(bytes=nbytes, kind=kind, direction=direction)
+    if direction == "h2d" and kind == "pinned" and nbytes >= 256 * MiB:
+        generation, lanes = snippet.pcie_link()
+        benchmark.extra_info.update(pcie_generation=generation, pcie_lanes=lanes,
+                                    link_gbs=snippet.link_gbs(generation, lanes))
+    benchmark.pedantic(snippet.copy_and_wait, args=(src, dst), setup=torch.cuda.synchronize,
+                       rounds=rounds_for(nbytes), warmup_rounds=2)
+
+
+PIN_SIZES = [MiB, 16 * MiB, 256 * MiB]
+
+
+@pytest.mark.parametrize("nbytes", PIN_SIZES, ids=[size_label(s) for s in PIN_SIZES])
+def bench_pin(benchmark, nbytes):
+    """The price of `pin_memory()`: page-lock a fresh buffer and copy into it."""
+    pageable = torch.ones(nbytes, dtype=torch.uint8)
+    benchmark.extra_info["bytes"] = nbytes
+    benchmark.pedantic(pageable.pin_memory, rounds=10, warmup_rounds=1)
+
+
+RETURN_CASES = [("pageable", False), ("pageable", True), ("pinned", False), ("pinned", True)]
+
+
+@pytest.mark.parametrize(("kind", "non_blocking"), RETURN_CASES,
+                         ids=[f"{k}-{'non_blocking' if nb else 'blocking'}" for k, nb in RETURN_CASES])
+def bench_return(benchmark, kind, non_blocking):
+    """Time until `.to(device)` returns control for a 64 MiB tensor (deliberately no sync inside)."""
+    host = torch.ones(64 * MiB, dtype=torch.uint8, pin_memory=kind == "pinned")
+    benchmark.extra_info.update(kind=kind, non_blocking=non_blocking, bytes=64 * MiB)
+    benchmark.pedantic(snippet.start_copy, args=(host, non_blocking),
+                       setup=torch.cuda.synchronize, rounds=30, warmup_rounds=2)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("non_blocking", [False, True], ids=["blocking", "non_blocking"])
+def bench_overlap(benchmark, non_blocking):
+    """Copy 256 MiB from pinned memory while the CPU does unrelated work."""
+    host = torch.ones(256 * MiB, dtype=torch.uint8, pin_memory=True)
+    benchmark.extra_info.update(non_blocking=non_blocking, bytes=256 * MiB)
+    benchmark.pedantic(snippet.copy_while_cpu_works, args=(host, non_blocking),
+                       setup=torch.cuda.synchronize, rounds=20, warmup_rounds=2)
+
+
+def bench_cpu_work(benchmark):
+    """The CPU work alone, so the page can show overlap against its parts."""
+    benchmark.pedantic(snippet.cpu_work, rounds=20, warmup_rounds=2)

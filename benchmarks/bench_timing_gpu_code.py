@@ -1,0 +1,51 @@
+"""Benchmarks behind docs/execution/timing-gpu-code.md."""
+
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from snippets.execution import timing_gpu_code as snippet
+
+pytestmark = [pytest.mark.snippet("snippets/execution/timing_gpu_code.py"), pytest.mark.gpus(1)]
+
+ROUNDS = 50
+
+
+def bench_launch_only(benchmark):
+    """What an unsynchronized wall clock reports: the time to queue the product."""
+    benchmark.extra_info["flops"] = 2 * snippet.n**3
+    benchmark.pedantic(snippet.time_launch_only, args=(snippet.a, snippet.b),
+                       setup=snippet.sync, rounds=ROUNDS, warmup_rounds=5)
+    snippet.sync()
+
+
+def bench_synchronized(benchmark):
+    """The product itself, measured with synchronization on both sides."""
+    benchmark.extra_info["flops"] = 2 * snippet.n**3
+    benchmark.pedantic(snippet.time_synchronized, args=(snippet.a, snippet.b),
+                       rounds=ROUNDS, warmup_rounds=5)
+
+
+def bench_first_call(benchmark):
+    """First product in a fresh interpreter vs later ones; each round is a new process."""
+    code = (
+        "import json; from snippets.execution import timing_gpu_code as s; "
+        "print(json.dumps(s.first_call_vs_steady(s.a, s.b)))"
+    )
+    firsts, steadies = [], []
+
+    def fresh_process():
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout
+        first, steady = json.loads(out.splitlines()[-1])
+        firsts.append(first)
+        steadies.append(steady)
+
+    benchmark.pedantic(fresh_process, rounds=5, warmup_rounds=0)
+    benchmark.extra_info["first_call_s"] = statistics.median(firsts)
+    benchmark.extra_info["steady_s"] = statistics.median(steadies)
+    benchmark.extra_info["first_over_steady"] = statistics.median(
+        f / s for f, s in zip(firsts, steadies, strict=True))

@@ -1,0 +1,2 @@
+# Shared by tests/ and benchmarks/: device needs from snippets, the GPU-skip guard, file hashes.
+pytest_plugins = ["fieldguide.pytest_plugin"]

@@ -1,0 +1,94 @@
+"""Pytest glue that reads device needs from the snippets themselves.
+
+- `@pytest.mark.snippet("snippets/x/y.py", ...)` says which snippet files a test or benchmark
+  exercises. The test then needs as many GPUs as the snippet's GPUS_NEEDED, and a benchmark's
+  record in the timings JSON lists those files (plus the benchmark file) with their sha256.
+- `@pytest.mark.gpus(n)` marks a claim that only holds on a GPU (a speedup, a race).
+- `--require-gpus` turns every skip for lack of GPUs into a failure: that is `make test-gpu`.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+from fieldguide import ROOT
+from fieldguide.snippets import gpus_needed
+from fieldguide.timings import file_entry
+
+GPU_SKIP_PREFIX = "needs "
+_gpu_skips: list[str] = []
+
+
+@functools.cache
+def available_gpus() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def snippet_paths(item: pytest.Item) -> list[str]:
+    paths: list[str] = []
+    for marker in item.iter_markers("snippet"):
+        for path in marker.args:
+            if not (ROOT / path).is_file():
+                raise pytest.UsageError(f"{item.nodeid}: snippet marker names a missing file {path}")
+            paths.append(path)
+    return paths
+
+
+def needed_gpus(item: pytest.Item) -> int:
+    needs = [gpus_needed(ROOT / p) for p in snippet_paths(item)]
+    needs += [int(m.args[0]) for m in item.iter_markers("gpus")]
+    return max(needs, default=0)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--require-gpus",
+        action="store_true",
+        help="fail the run if any test is skipped for lack of CUDA devices (make test-gpu)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    have = available_gpus()
+    for item in items:
+        need = needed_gpus(item)
+        if need > have:
+            reason = f"{GPU_SKIP_PREFIX}{need} CUDA device(s); this machine has {have}"
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = report.longrepr[2].removeprefix("Skipped: ")
+        if reason.startswith(GPU_SKIP_PREFIX):
+            _gpu_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.getoption("--require-gpus") and _gpu_skips:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if config.getoption("--require-gpus") and _gpu_skips:
+        terminalreporter.section("GPU tests skipped under --require-gpus", red=True)
+        for line in _gpu_skips:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture(autouse=True)
+def _record_timed_files(request: pytest.FixtureRequest) -> None:
+    """Benchmarks note which files they timed, so the site can tell when a number went stale."""
+    if "benchmark" not in request.fixturenames:
+        return
+    benchmark = request.getfixturevalue("benchmark")
+    bench_file = Path(request.node.path).resolve().relative_to(ROOT).as_posix()
+    paths = [*snippet_paths(request.node), bench_file]
+    benchmark.extra_info["files"] = [file_entry(p) for p in dict.fromkeys(paths)]

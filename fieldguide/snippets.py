@@ -1,0 +1,91 @@
+"""What a snippet module declares and contains, read from its source without importing it.
+
+A snippet declares its device needs once, at module level, outside every displayed section:
+
+    GPUS_NEEDED = 0   # runs anywhere; uses CUDA when present
+    GPUS_NEEDED = 1   # needs a CUDA device
+    GPUS_NEEDED = 2   # needs two CUDA devices
+
+Tests and the timing run both read it from here, so the declaration lives next to the code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from pathlib import Path
+
+from fieldguide import ROOT
+
+SNIPPETS_DIR = ROOT / "snippets"
+
+_MARKER = re.compile(r"^\s*# --8<-- \[(start|end):([\w-]+)\]\s*$")
+
+
+class SnippetError(ValueError):
+    """A snippet file breaks a convention the site relies on."""
+
+
+def snippet_files() -> list[Path]:
+    """Every snippet module, in a stable order (package __init__ files excluded)."""
+    return sorted(p for p in SNIPPETS_DIR.rglob("*.py") if p.name != "__init__.py")
+
+
+def module_name(path: Path) -> str:
+    """`snippets/streams/overlap.py` -> `snippets.streams.overlap`."""
+    return ".".join(Path(path).resolve().relative_to(ROOT).with_suffix("").parts)
+
+
+def gpus_needed(path: Path) -> int:
+    """The GPUS_NEEDED integer a snippet declares at module level."""
+    path = Path(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == "GPUS_NEEDED"
+        ):
+            value = node.value
+            if isinstance(value, ast.Constant) and type(value.value) is int and value.value >= 0:
+                return value.value
+            raise SnippetError(f"{_rel(path)}: GPUS_NEEDED must be a non-negative integer literal")
+    raise SnippetError(
+        f"{_rel(path)}: no module-level GPUS_NEEDED; declare 0 (runs anywhere), "
+        "1 (needs CUDA) or N (needs N GPUs)"
+    )
+
+
+def sections(path: Path) -> dict[str, str]:
+    """Named sections cut by `# --8<-- [start:name]` / `[end:name]`, dedented as the site shows them."""
+    path = Path(path)
+    found: dict[str, list[str]] = {}
+    open_sections: list[str] = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        match = _MARKER.match(line)
+        if match:
+            kind, name = match.groups()
+            if kind == "start":
+                if name in found:
+                    raise SnippetError(f"{_rel(path)}:{lineno}: section {name!r} starts twice")
+                found[name] = []
+                open_sections.append(name)
+            else:
+                if name not in open_sections:
+                    raise SnippetError(f"{_rel(path)}:{lineno}: section {name!r} ends but never started")
+                open_sections.remove(name)
+            continue
+        for name in open_sections:
+            found[name].append(line)
+    if open_sections:
+        raise SnippetError(f"{_rel(path)}: section(s) never ended: {', '.join(open_sections)}")
+    return {name: textwrap.dedent("\n".join(lines)).strip("\n") for name, lines in found.items()}
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)

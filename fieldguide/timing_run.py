@@ -1,0 +1,251 @@
+"""`make timings`: run the benchmarks on this CUDA machine and write timings/<gpu-slug>.json.
+
+    python3 -m fieldguide.timing_run                 # every benchmark; rewrites the whole file
+    python3 -m fieldguide.timing_run --only NAME ... # re-measure some; merged into the file
+    python3 -m fieldguide.timing_run --list          # the benchmark names
+
+Uses the interpreter it is started with and installs nothing. The file is written only when
+every selected benchmark produced a measurement, and then atomically: a crash, an error or an
+out-of-memory in one benchmark leaves the committed file as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from fieldguide import ROOT
+from fieldguide.timings import SCHEMA, TIMINGS_DIR, gpu_slug
+
+BENCH_DIR = ROOT / "benchmarks"
+PYTEST_ARGS = [
+    "-o", "python_files=bench_*.py",
+    "-o", "python_functions=bench_*",
+    "-p", "no:cacheprovider",
+    "--import-mode=importlib",  # benchmark modules from different trees never collide
+    "--benchmark-enable",
+    "--benchmark-only",
+    "--benchmark-disable-gc",
+    "-q",
+    "--no-header",
+]
+
+
+class TimingRunError(RuntimeError):
+    """The run cannot produce a trustworthy file; the message says why."""
+
+
+def benchmark_name(nodeid: str) -> str:
+    """`benchmarks/bench_pinned_memory.py::bench_h2d[pinned-1KiB]` -> `pinned_memory.h2d[pinned-1KiB]`."""
+    file_part, _, func = nodeid.partition("::")
+    module = Path(file_part).stem.removeprefix("bench_")
+    return f"{module}.{func.removeprefix('bench_')}"
+
+
+class _Selector:
+    """Pytest plugin: picks the benchmarks to run and remembers what happened to each."""
+
+    def __init__(self, only: list[str] | None, gpus: int, list_only: bool):
+        self.only = only
+        self.gpus = gpus
+        self.list_only = list_only
+        self.names: dict[str, str] = {}        # name -> nodeid, everything collected
+        self.selected: list[str] = []
+        self.not_here: dict[str, int] = {}      # name -> GPUs it needs, more than this machine has
+        self.unknown: list[str] = []
+        self.problems: dict[str, str] = {}      # name -> what went wrong
+
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        from fieldguide.pytest_plugin import needed_gpus
+
+        self.names = {benchmark_name(item.nodeid): item.nodeid for item in items}
+        if self.only:
+            self.unknown = [n for n in self.only if n not in self.names]
+        keep, drop = [], []
+        for item in items:
+            name = benchmark_name(item.nodeid)
+            wanted = not self.only or name in self.only
+            need = needed_gpus(item)
+            if wanted and need > self.gpus:
+                self.not_here[name] = need
+                wanted = False
+            if self.unknown or self.list_only:
+                wanted = False
+            (keep if wanted else drop).append(item)
+            if wanted:
+                self.selected.append(name)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+    def pytest_runtest_logreport(self, report) -> None:
+        name = benchmark_name(report.nodeid)
+        if report.failed:
+            self.problems[name] = _describe_failure(report)
+        elif report.skipped and name not in self.problems:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
+            self.problems[name] = f"was skipped ({reason}), so nothing was measured"
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed:
+            self.problems[report.nodeid or "collection"] = (
+                "could not be collected:\n" + _indent(report.longreprtext)
+            )
+
+
+def _describe_failure(report) -> str:
+    text = report.longreprtext
+    if "OutOfMemoryError" in text or "out of memory" in text.lower():
+        return "ran out of GPU memory (torch.OutOfMemoryError); lower its sizes or free memory"
+    last = [line for line in text.splitlines() if line.startswith("E ")]
+    detail = "\n".join(last[-3:] or text.strip().splitlines()[-1:])
+    return f"failed during {report.when}:\n{_indent(detail)}"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def _cuda_device_count() -> int:
+    try:
+        import torch
+    except ImportError as exc:
+        raise TimingRunError(
+            f"cannot import torch ({exc}); run `make timings` with a python3 that has torch"
+        ) from None
+    if not torch.cuda.is_available():
+        raise TimingRunError(
+            "no CUDA device: the timing run measures GPU work and needs a CUDA GPU "
+            "(torch.cuda.is_available() is False). Committed timings are unchanged."
+        )
+    return torch.cuda.device_count()
+
+
+def _records(bench_json: Path, selected: list[str], run_id: str) -> dict[str, Any]:
+    data = json.loads(bench_json.read_text(encoding="utf-8"))
+    by_name: dict[str, Any] = {}
+    for bench in data["benchmarks"]:
+        name = benchmark_name(bench["fullname"])
+        stats = bench["stats"]
+        extra = dict(bench.get("extra_info", {}))
+        files = extra.pop("files", [])
+        by_name[name] = {
+            "run": run_id,
+            "stats": {k: stats[k] for k in
+                      ("median", "q1", "q3", "iqr", "mean", "stddev", "min", "max", "rounds")},
+            "extra": extra,
+            "files": files,
+        }
+    missing = [n for n in selected if n not in by_name]
+    if missing:
+        raise TimingRunError(
+            "these benchmarks ran but recorded no measurement (did they call `benchmark`?): "
+            + ", ".join(missing)
+        )
+    return by_name
+
+
+def write_atomically(path: Path, document: dict[str, Any]) -> None:
+    """Write to a temporary file beside `path`, then rename over it: all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
+        bench_dir: Path = BENCH_DIR) -> Path | None:
+    import pytest
+
+    from fieldguide import fingerprint
+
+    gpus = 0 if list_only else _cuda_device_count()
+    selector = _Selector(only, gpus, list_only)
+    with tempfile.TemporaryDirectory() as tmp:
+        bench_json = Path(tmp) / "benchmark.json"
+        args = [str(bench_dir), *PYTEST_ARGS, f"--benchmark-json={bench_json}"]
+        if list_only:
+            args.append("--collect-only")
+        started = time.perf_counter()
+        exit_code = pytest.main(args, plugins=[selector])
+
+        if list_only:
+            print("\n".join(sorted(selector.names)))
+            return None
+        if selector.unknown:
+            lines = []
+            for name in selector.unknown:
+                close = difflib.get_close_matches(name, selector.names, n=3)
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                lines.append(f"  unknown benchmark {name!r}{hint}")
+            raise TimingRunError(
+                "nothing was run:\n" + "\n".join(lines) + "\n  `make timings-list` shows the names"
+            )
+        if selector.problems:
+            lines = [f"  {name} {what}" for name, what in sorted(selector.problems.items())]
+            raise TimingRunError(
+                f"{len(selector.problems)} benchmark(s) did not produce a measurement; "
+                "the timings file was not written:\n" + "\n".join(lines)
+            )
+        if exit_code not in (0, pytest.ExitCode.NO_TESTS_COLLECTED) or not selector.selected:
+            raise TimingRunError(f"pytest ended with {exit_code!s} and no usable measurements")
+
+        fp = fingerprint.collect()
+        run_id = f"{fp['date']}-{fp['git_commit'][:10]}"
+        fp["complete"] = not only
+        fp["benchmarks_run"] = len(selector.selected)
+        fp["wall_seconds"] = round(time.perf_counter() - started, 1)
+        records = _records(bench_json, selector.selected, run_id)
+
+    path = out_dir / f"{gpu_slug(fp['gpu_name'])}.json"
+    document = {"schema": SCHEMA, "gpu": fp["gpu_name"], "runs": {}, "benchmarks": {}}
+    if only and path.exists():
+        # A partial run only replaces what it measured; every record keeps its own run.
+        document = json.loads(path.read_text(encoding="utf-8"))
+        if document.get("gpu") != fp["gpu_name"]:
+            raise TimingRunError(f"{path} holds timings for {document.get('gpu')!r}, not {fp['gpu_name']!r}")
+    document["runs"][run_id] = fp
+    document["benchmarks"].update(records)
+    used = {rec["run"] for rec in document["benchmarks"].values()}
+    document["runs"] = {k: v for k, v in document["runs"].items() if k in used}
+    write_atomically(path, document)
+
+    if selector.not_here:
+        print("not run on this machine (too few GPUs): "
+              + ", ".join(f"{n} (needs {g})" for n, g in sorted(selector.not_here.items())))
+    print(f"wrote {len(records)} benchmark(s) to {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
+          f" in {fp['wall_seconds']} s")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make timings", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="benchmark names to re-measure")
+    parser.add_argument("--out", type=Path, default=TIMINGS_DIR, help="directory of timings files")
+    parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
+    args = parser.parse_args(argv)
+    try:
+        run(args.only, args.out, list_only=args.list)
+    except TimingRunError as exc:
+        print(f"make timings: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

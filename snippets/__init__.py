@@ -1,0 +1,1 @@
+"""Tested code behind every page of the GPU Field Guide."""

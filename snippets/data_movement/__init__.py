@@ -1,0 +1,1 @@
+"""Chapter: moving data between host and device."""

@@ -1,0 +1,1 @@
+"""Chapter: asynchronous execution, timing, streams and events."""

@@ -1,0 +1,59 @@
+"""Claims of docs/execution/timing-gpu-code.md."""
+
+import statistics
+
+import pytest
+
+from snippets.execution import timing_gpu_code as snippet
+
+pytestmark = pytest.mark.snippet("snippets/execution/timing_gpu_code.py")
+
+
+def test_median_resists_an_outlier_and_mean_does_not():
+    times = [1.0] * 9 + [100.0]
+    summary = snippet.summarize(times)
+    assert summary["median"] == 1.0
+    assert summary["iqr"] < 1.0
+    assert summary["mean"] > 10.0
+
+
+def test_every_method_times_the_same_product():
+    a, b = snippet.a, snippet.b
+    synced = statistics.median(snippet.time_synchronized(a, b) for _ in range(5))
+    median, iqr = snippet.time_with_timer(a, b)
+    assert synced > 0 and median > 0 and iqr >= 0
+    # Both measure the whole product; on a busy 2-core CI box allow a wide margin.
+    assert 0.2 < median / synced < 5
+
+
+@pytest.mark.gpus(1)
+def test_unsynchronized_clock_undercounts_on_gpu():
+    a, b = snippet.a, snippet.b
+    snippet.time_synchronized(a, b)  # warm up
+    launch = []
+    for _ in range(10):
+        snippet.sync()
+        launch.append(snippet.time_launch_only(a, b))
+    snippet.sync()
+    real = statistics.median(snippet.time_synchronized(a, b) for _ in range(10))
+    assert real / statistics.median(launch) > 10
+
+
+@pytest.mark.gpus(1)
+def test_events_agree_with_synchronized_clock():
+    a, b = snippet.a, snippet.b
+    snippet.time_synchronized(a, b)
+    events = statistics.median(snippet.time_with_events(a, b) for _ in range(10))
+    synced = statistics.median(snippet.time_synchronized(a, b) for _ in range(10))
+    assert events == pytest.approx(synced, rel=0.25)
+
+
+@pytest.mark.gpus(1)
+def test_first_call_costs_more_than_later_ones():
+    from tests.helpers import run_python
+
+    code = ("from snippets.execution import timing_gpu_code as s; "
+            "first, steady = s.first_call_vs_steady(s.a, s.b); print(first / steady)")
+    result = run_python(["-c", code])
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout.split()[-1]) > 1.5
