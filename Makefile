@@ -10,6 +10,7 @@ PY        := $(VENV)/bin/python
 GPU_PYTHON ?= python3
 HOST      ?= 127.0.0.1
 PORT      ?= 8000
+export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
 .PHONY: help serve build test test-gpu lint timings timings-list lock browser clean
 

@@ -49,3 +49,16 @@ def bench_first_call(benchmark):
     benchmark.extra_info["steady_s"] = statistics.median(steadies)
     benchmark.extra_info["first_over_steady"] = statistics.median(
         f / s for f, s in zip(firsts, steadies, strict=True))
+
+
+@pytest.mark.snippet("snippets/execution/timing_with_cupy.py")
+def bench_cupyx_benchmark(benchmark):
+    """The same product through cupyx.profiler.benchmark; its own GPU timing goes in extra_info."""
+    from snippets.execution import timing_with_cupy
+
+    results = []
+    benchmark.pedantic(lambda: results.append(timing_with_cupy.time_cupy_matmul(repeats=20)),
+                       rounds=3, warmup_rounds=0)
+    gpu_times = sorted(gpu for gpu, _ in results)
+    benchmark.extra_info["cupyx_gpu_s"] = gpu_times[len(gpu_times) // 2]
+    benchmark.extra_info["cupyx_cpu_s"] = sorted(cpu for _, cpu in results)[len(results) // 2]

@@ -5,10 +5,11 @@
                        [xlabel="..."] [ylabel="..."] [title="..."] [gpu=SLUG] -->
     <!-- timing-value: NAME FIELD [FORMAT] [gpu=SLUG] -->
     <!-- timing-ratio: NAME[:FIELD] NAME[:FIELD] [FORMAT] [gpu=SLUG] -->
+    <!-- timing-timeline: NAME [title="..."] [gpu=SLUG] -->   (draws extra["timeline"])
 
 `*` is the only wildcard in a GLOB. FIELD is a stat (median, iqr, q1, q3, mean, stddev, min, max,
 rounds), a value the benchmark recorded in `extra_info`, or a derived one (`bandwidth_gbs`,
-`per_op`). FORMAT is a Python format spec such as `.1f`; times default to a readable unit.
+`tflops`, `per_op`). FORMAT is a Python format spec such as `.1f`; times default to a readable unit.
 docs/contributing.md shows each in use.
 """
 
@@ -28,13 +29,13 @@ from fieldguide.timings import (
     format_value,
 )
 
-KINDS = ("table", "chart", "value", "ratio")
+KINDS = ("table", "chart", "value", "ratio", "timeline")
 SHORTCODE = re.compile(r"<!--\s*timing-(?P<kind>[\w-]+):(?P<body>.*?)-->", re.DOTALL)
 
 COLUMN_LABELS = {
     "median": "Median", "iqr": "IQR", "q1": "Q1", "q3": "Q3", "mean": "Mean",
     "stddev": "Std dev", "min": "Min", "max": "Max", "rounds": "Rounds",
-    "bandwidth_gbs": "GB/s", "per_op": "Per op",
+    "bandwidth_gbs": "GB/s", "tflops": "TFLOP/s", "per_op": "Per op",
 }
 
 
@@ -57,6 +58,7 @@ class Context:
     load: Callable[[str | None], Timings]
     root: Path
     problems: list[str] = field(default_factory=list)
+    stale: dict[str, list[str]] = field(default_factory=dict)  # changed file -> timings it voids
 
     def records(self, code: Shortcode, patterns: list[str]) -> list[Record]:
         timings = self.load(code.gpu)
@@ -64,13 +66,20 @@ class Context:
         for pattern in patterns:
             found.extend(timings.matching(pattern) if "*" in pattern else [timings.record(pattern)])
         for record in found:
-            stale = record.stale_files(self.root)
-            if stale:
-                self.problems.append(
-                    f"timing {record.name!r} is stale: {', '.join(stale)} changed since it was "
-                    "measured; run `make timings` on a GPU and commit the JSON"
-                )
+            for path in record.stale_files(self.root):
+                names = self.stale.setdefault(path, [])
+                if record.name not in names:
+                    names.append(record.name)
         return found
+
+    def report(self) -> list[str]:
+        """Every problem once, stale timings grouped by the file that changed."""
+        lines = list(dict.fromkeys(self.problems))
+        for path, names in self.stale.items():
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            lines.append(f"{path} changed since it was measured, so these timings are stale: "
+                         f"{shown}; run `make timings` on a GPU and commit the JSON")
+        return lines
 
 
 def context_from_config(config) -> Context:

@@ -35,6 +35,7 @@ from fieldguide import ROOT
 SCHEMA = 1
 TIMINGS_DIR = ROOT / "timings"
 TIME_FIELDS = ("median", "q1", "q3", "iqr", "mean", "stddev", "min", "max")
+DERIVED_FIELDS = ("bandwidth_gbs", "tflops", "per_op")
 
 
 class TimingError(LookupError):
@@ -74,18 +75,21 @@ class Record:
     def value(self, field: str, stat: str = "median") -> Any:
         """A stat (seconds), a recorded extra, or a derived quantity.
 
-        Derived: `bandwidth_gbs` = extra["bytes"] / time / 1e9 (decimal GB/s), and
-        `per_op` = time / extra["ops"]. `stat` picks which time a derived value uses.
+        Derived: `bandwidth_gbs` = extra["bytes"] / time / 1e9 (decimal GB/s),
+        `tflops` = extra["flops"] / time / 1e12, and `per_op` = time / extra["ops"].
+        `stat` picks which time a derived value uses.
         """
         if field in TIME_FIELDS or field == "rounds":
             return self.stats[field]
         if field == "bandwidth_gbs":
             return self._require_extra("bytes") / self.stats[stat] / 1e9
+        if field == "tflops":
+            return self._require_extra("flops") / self.stats[stat] / 1e12
         if field == "per_op":
             return self.stats[stat] / self._require_extra("ops")
         if field in self.extra:
             return self.extra[field]
-        known = sorted({*TIME_FIELDS, "rounds", "bandwidth_gbs", "per_op", *self.extra})
+        known = sorted({*TIME_FIELDS, "rounds", *DERIVED_FIELDS, *self.extra})
         raise TimingError(f"benchmark {self.name!r} has no field {field!r} (known: {', '.join(known)})")
 
     def _require_extra(self, key: str) -> float:

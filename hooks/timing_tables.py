@@ -26,6 +26,6 @@ def on_page_markdown(markdown, page, config, files):
     )
     for text in shortcodes.unknown_kinds(markdown):
         ctx.problems.append(f"{text}: unknown shortcode; use one of {', '.join(shortcodes.KINDS)}")
-    for problem in dict.fromkeys(ctx.problems):
+    for problem in ctx.report():
         log.warning("%s: %s", page.file.src_uri, problem)
     return markdown

@@ -78,17 +78,17 @@ def test_overlap_hides_the_copy_behind_cpu_work(snippet):
     host = torch.ones(256 * MiB, dtype=torch.uint8, pin_memory=True)
     blocking = statistics.median(snippet.copy_while_cpu_works(host, False)[0] for _ in range(5))
     overlapped = statistics.median(snippet.copy_while_cpu_works(host, True)[0] for _ in range(5))
-    assert overlapped < 0.9 * blocking
+    assert overlapped < 0.8 * blocking
     _, on_gpu = snippet.copy_while_cpu_works(host, True)
     assert on_gpu.eq(1).all()
 
 
 def test_reading_before_sync_sees_stale_data(snippet):
-    import torch
+    import numpy as np
 
     early, late, expected = snippet.read_too_early()
-    assert torch.isnan(early).all(), "the early read should see the buffer's old contents"
-    assert torch.equal(late, expected)
+    assert np.isnan(early).all(), "the early read should see the buffer's old contents"
+    assert np.array_equal(late, expected)
 
 
 def test_event_fix_reads_the_result(snippet):

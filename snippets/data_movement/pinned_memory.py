@@ -88,8 +88,8 @@ def start_copy(host, non_blocking):
 
 # --8<-- [start:overlap]
 def cpu_work():
-    """Stand-in for host work such as preparing the next batch (about 30 ms of NumPy-style math)."""
-    x = torch.ones(2**22, dtype=torch.float64)
+    """Stand-in for host work such as preparing the next batch (a few milliseconds of math)."""
+    x = torch.ones(2**18, dtype=torch.float64)
     for _ in range(6):
         x = torch.sqrt(x * x + 1.0)
 
@@ -114,9 +114,10 @@ def read_too_early():
         c = b @ b
     result = c.sum(dim=1)
     host.copy_(result, non_blocking=True)  # ...so this copy has not even started
-    early = host.clone()                   # reads what the buffer held before: NaN
+    early = host.numpy().copy()            # a plain CPU read of the buffer: still NaN
     torch.cuda.synchronize()
-    return early, host.clone(), result.cpu()
+    late = host.numpy().copy()
+    return early, late, result.cpu().numpy()
 # --8<-- [end:hazard]
 
 
@@ -145,6 +146,6 @@ if __name__ == "__main__":
         d2h = bandwidth_gbs(256 * 2**20, pinned_memory, "d2h")
         print(f"{label} 256 MiB: host->device {h2d:.1f} GB/s, device->host {d2h:.1f} GB/s")
     early, late, expected = read_too_early()
-    print(f"read before sync saw the result: {torch.equal(early, expected)}; "
-          f"after sync: {torch.equal(late, expected)}")
+    print(f"read before sync saw the result: {(early == expected).all()}; "
+          f"after sync: {(late == expected).all()}")
     # --8<-- [end:main]

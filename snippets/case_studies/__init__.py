@@ -1,0 +1,1 @@
+"""Chapter: case studies that combine the techniques."""

@@ -1,0 +1,1 @@
+"""Chapter: first steps with PyTorch and CuPy on a GPU."""

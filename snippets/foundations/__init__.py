@@ -1,0 +1,1 @@
+"""Chapter: foundations: the hardware, concurrency on the host, and when a GPU pays."""
