@@ -228,8 +228,8 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
     if selector.not_here:
         print("not run on this machine (too few GPUs): "
               + ", ".join(f"{n} (needs {g})" for n, g in sorted(selector.not_here.items())))
-    print(f"wrote {len(records)} benchmark(s) to {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
-          f" in {fp['wall_seconds']} s")
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"wrote {len(records)} benchmark(s) to {shown} in {fp['wall_seconds']} s")
     return path
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from fieldguide.snippets import sections
 from fieldguide import ROOT
+from fieldguide.snippets import sections
 from tests.helpers import includes, pages, rel, run_python
 
 PAGES_WITH_CODE = [p for p in pages() if includes(p)]
@@ -13,8 +13,8 @@ def copied_code(page) -> str:
     """The page's code blocks, concatenated the way a reader pastes them one after another."""
     blocks = []
     for path, section in includes(page):
-        text = (ROOT / path).read_text(encoding="utf-8") if section is None else sections(ROOT / path)[section]
-        blocks.append(text)
+        source = ROOT / path
+        blocks.append(source.read_text(encoding="utf-8") if section is None else sections(source)[section])
     return "\n\n".join(blocks) + "\n"
 
 

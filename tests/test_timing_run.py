@@ -121,15 +121,16 @@ def test_no_cuda_is_a_clear_error(monkeypatch, capsys):
 
 def test_crash_during_write_leaves_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "gpu.json"
-    path.write_text('{"schema": %d}' % SCHEMA)
+    old = json.dumps({"schema": SCHEMA})
+    path.write_text(old)
 
-    def exploding_dumps(*args, **kwargs):
+    def interrupted(fd):  # the run is killed while the new file is half written
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(json, "dumps", exploding_dumps)
+    monkeypatch.setattr("os.fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
         timing_run.write_atomically(path, {"schema": SCHEMA})
-    assert path.read_text() == '{"schema": %d}' % SCHEMA
+    assert path.read_text() == old
     assert list(tmp_path.iterdir()) == [path]
 
 

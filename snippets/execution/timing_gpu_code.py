@@ -37,7 +37,7 @@ def time_launch_only(a, b):
 
 # --8<-- [start:synchronized]
 def time_synchronized(a, b):
-    """Right: drain the queue before starting the clock, and wait for the work before stopping it."""
+    """Right: drain the queue before starting the clock; wait for the work before stopping it."""
     sync()
     start = time.perf_counter()
     a @ b
