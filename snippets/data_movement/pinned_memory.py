@@ -110,6 +110,8 @@ def read_too_early():
     """Device->host with non_blocking=True: the host buffer fills *later*. Don't do this."""
     host = torch.full((4096,), float("nan"), pin_memory=True)
     b = torch.randn(4096, 4096, device=device)
+    (b @ b).sum(dim=1)           # load the kernels once: a kernel's first launch can block
+    torch.cuda.synchronize()
     for _ in range(20):          # a long computation still queued on the GPU...
         c = b @ b
     result = c.sum(dim=1)

@@ -60,12 +60,12 @@ def time_with_events(a, b):
 
 
 # --8<-- [start:timer]
-from torch.utils import benchmark
+from torch.utils.benchmark import Timer
 
 
 def time_with_timer(a, b):
     """torch.utils.benchmark synchronizes CUDA for you, warms up, and repeats."""
-    timer = benchmark.Timer(stmt="a @ b", globals={"a": a, "b": b})
+    timer = Timer(stmt="a @ b", globals={"a": a, "b": b})
     measurement = timer.blocked_autorange(min_run_time=0.5)
     return measurement.median, measurement.iqr
 # --8<-- [end:timer]
