@@ -15,6 +15,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -67,11 +68,11 @@ class _Selector:
 
         self.names = {benchmark_name(item.nodeid): item.nodeid for item in items}
         if self.only:
-            self.unknown = [n for n in self.only if n not in self.names]
+            self.unknown = [p for p in self.only if not any(_matches(p, n) for n in self.names)]
         keep, drop = [], []
         for item in items:
             name = benchmark_name(item.nodeid)
-            wanted = not self.only or name in self.only
+            wanted = not self.only or any(_matches(p, name) for p in self.only)
             need = needed_gpus(item)
             if wanted and need > self.gpus:
                 self.not_here[name] = need
@@ -98,6 +99,12 @@ class _Selector:
             self.problems[report.nodeid or "collection"] = (
                 "could not be collected:\n" + _indent(report.longreprtext)
             )
+
+
+def _matches(pattern: str, name: str) -> bool:
+    """`*` is the only wildcard: benchmark names contain brackets."""
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(regex, name) is not None
 
 
 def _describe_failure(report) -> str:
@@ -128,7 +135,7 @@ def _cuda_device_count() -> int:
     return torch.cuda.device_count()
 
 
-def _records(bench_json: Path, selected: list[str], run_id: str) -> dict[str, Any]:
+def _records(bench_json: Path, selected: list[str], run_id: str, order: list[str]) -> dict[str, Any]:
     data = json.loads(bench_json.read_text(encoding="utf-8"))
     by_name: dict[str, Any] = {}
     for bench in data["benchmarks"]:
@@ -142,6 +149,7 @@ def _records(bench_json: Path, selected: list[str], run_id: str) -> dict[str, An
                       ("median", "q1", "q3", "iqr", "mean", "stddev", "min", "max", "rounds")},
             "extra": extra,
             "files": files,
+            "order": order.index(name),  # pages list benchmarks in the order they are written
         }
     missing = [n for n in selected if n not in by_name]
     if missing:
@@ -210,7 +218,7 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
         fp["complete"] = not only
         fp["benchmarks_run"] = len(selector.selected)
         fp["wall_seconds"] = round(time.perf_counter() - started, 1)
-        records = _records(bench_json, selector.selected, run_id)
+        records = _records(bench_json, selector.selected, run_id, list(selector.names))
 
     path = out_dir / f"{gpu_slug(fp['gpu_name'])}.json"
     document = {"schema": SCHEMA, "gpu": fp["gpu_name"], "runs": {}, "benchmarks": {}}
@@ -235,7 +243,8 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make timings", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", metavar="NAME", help="benchmark names to re-measure")
+    parser.add_argument("--only", nargs="+", metavar="NAME",
+                        help="benchmark names to re-measure; `*` matches anything ('pinned_memory.*')")
     parser.add_argument("--out", type=Path, default=TIMINGS_DIR, help="directory of timings files")
     parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
     args = parser.parse_args(argv)

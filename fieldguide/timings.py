@@ -151,7 +151,9 @@ class Timings:
         (Brackets are literal: benchmark names carry parameters such as `[pinned-1KiB]`.)
         """
         regex = re.compile(".*".join(re.escape(part) for part in pattern.split("*")) + r"\Z")
-        hits = [self.record(n) for n in self.data["benchmarks"] if regex.match(n)]
+        names = [n for n in self.data["benchmarks"] if regex.match(n)]
+        names.sort(key=lambda n: (self.data["benchmarks"][n].get("order", float("inf")), n))
+        hits = [self.record(n) for n in names]
         if not hits:
             raise TimingError(f"{self.source.name} has no benchmark matching {pattern!r}")
         return hits

@@ -37,3 +37,13 @@ def test_runs_as_module(path):
     result = run_python(["-m", module_name(path)])
     assert result.returncode == 0, f"python -m {module_name(path)} failed:\n{result.stderr}"
     assert result.stdout.strip(), "a snippet run prints what the page says it prints"
+
+
+DISPLAY_WIDTH = 88  # wider lines scroll sideways in the site's code blocks
+
+
+@pytest.mark.parametrize("path", SNIPPETS, ids=rel)
+def test_sections_fit_the_page(path):
+    long = [f"{name}: {line}" for name, text in sections(path).items()
+            for line in text.splitlines() if len(line) > DISPLAY_WIDTH]
+    assert not long, f"lines wider than {DISPLAY_WIDTH} columns:\n" + "\n".join(long)

@@ -5,6 +5,7 @@ fingerprint replaced, so these faults are tested on any machine.
 """
 
 import json
+import sys
 import textwrap
 
 import pytest
@@ -52,7 +53,11 @@ def bench_env(tmp_path, monkeypatch):
             (bench_dir / f"bench_{name}.py").write_text(textwrap.dedent(source))
         return bench_dir, out_dir
 
-    return write
+    yield write
+    # In-process pytest runs import each stand-in module as `bench_<name>`; forget them so the
+    # next test's files of the same name are imported afresh.
+    for module in [m for m in sys.modules if m.startswith("bench_")]:
+        del sys.modules[module]
 
 
 def run(bench_dir, out_dir, only=None):
@@ -137,3 +142,10 @@ def test_crash_during_write_leaves_the_old_file(tmp_path, monkeypatch):
 def test_benchmark_names():
     assert (timing_run.benchmark_name("benchmarks/bench_pinned_memory.py::bench_copy[h2d-pinned-1KiB]")
             == "pinned_memory.copy[h2d-pinned-1KiB]")
+
+
+def test_only_accepts_a_wildcard_and_records_keep_source_order(bench_env):
+    bench_dir, out_dir = bench_env(good=GOOD + GOOD.replace("bench_fast", "bench_a_second"))
+    path = run(bench_dir, out_dir, only=["good.*"])
+    timings = Timings.load(path)
+    assert [r.name for r in timings.matching("good.*")] == ["good.fast", "good.a_second"]

@@ -10,9 +10,10 @@ import torch
 
 device = torch.device("cuda")
 
-pageable = torch.ones(64 * 2**20, dtype=torch.uint8)               # ordinary host memory
-pinned = torch.ones(64 * 2**20, dtype=torch.uint8, pin_memory=True)  # page-locked from the start
-also_pinned = pageable.pin_memory()                                 # a page-locked *copy*
+MiB = 2**20
+pageable = torch.ones(64 * MiB, dtype=torch.uint8)   # ordinary host memory
+pinned = torch.ones(64 * MiB, dtype=torch.uint8, pin_memory=True)  # locked from birth
+also_pinned = pageable.pin_memory()                  # a page-locked *copy*
 
 assert pinned.is_pinned() and also_pinned.is_pinned() and not pageable.is_pinned()
 # --8<-- [end:allocate]
@@ -20,7 +21,7 @@ assert pinned.is_pinned() and also_pinned.is_pinned() and not pageable.is_pinned
 
 # --8<-- [start:buffers]
 def make_buffers(nbytes, pinned, direction):
-    """Source and destination for one copy; host pages are touched so they really exist."""
+    """Source and destination of one copy; host pages are touched so they exist."""
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned).fill_(1)
     gpu = torch.empty(nbytes, dtype=torch.uint8, device=device)
     return (host, gpu) if direction == "h2d" else (gpu, host)  # (src, dst)
@@ -39,7 +40,7 @@ import time
 
 
 def bandwidth_gbs(nbytes, pinned, direction, repeats=20):
-    """Median copy bandwidth in GB/s (10**9 bytes per second), after one warm-up copy."""
+    """Median copy bandwidth in GB/s (10**9 bytes/s), after one warm-up copy."""
     src, dst = make_buffers(nbytes, pinned, direction)
     copy_and_wait(src, dst)
     times = []
@@ -62,10 +63,11 @@ PCIE_GENERATIONS = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130),
 def pcie_link(index=0):
     """(generation, lanes) of the GPU's host link, as the driver reports it."""
     props = torch.cuda.get_device_properties(index)
-    bus_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    bus_id = (f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:"
+              f"{props.pci_device_id:02x}.0")
+    query = "--query-gpu=pcie.link.gen.max,pcie.link.width.max"
     out = subprocess.run(
-        ["nvidia-smi", f"--id={bus_id}", "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
-         "--format=csv,noheader,nounits"],
+        ["nvidia-smi", f"--id={bus_id}", query, "--format=csv,noheader,nounits"],
         capture_output=True, text=True, check=True,
     ).stdout
     generation, lanes = (int(field) for field in out.split(","))
@@ -88,14 +90,14 @@ def start_copy(host, non_blocking):
 
 # --8<-- [start:overlap]
 def cpu_work():
-    """Stand-in for host work such as preparing the next batch (a few milliseconds of math)."""
+    """Stand-in for host work such as preparing the next batch (a few ms of math)."""
     x = torch.ones(2**18, dtype=torch.float64)
     for _ in range(6):
         x = torch.sqrt(x * x + 1.0)
 
 
 def copy_while_cpu_works(host, non_blocking):
-    """With a pinned source and non_blocking=True the copy runs while the CPU keeps working."""
+    """From pinned memory with non_blocking=True the copy runs while the CPU works."""
     torch.cuda.synchronize()
     start = time.perf_counter()
     on_gpu = host.to(device, non_blocking=non_blocking)
@@ -107,10 +109,10 @@ def copy_while_cpu_works(host, non_blocking):
 
 # --8<-- [start:hazard]
 def read_too_early():
-    """Device->host with non_blocking=True: the host buffer fills *later*. Don't do this."""
+    """Device->host, non_blocking=True: the buffer fills *later*. Don't do this."""
     host = torch.full((4096,), float("nan"), pin_memory=True)
     b = torch.randn(4096, 4096, device=device)
-    (b @ b).sum(dim=1)           # load the kernels once: a kernel's first launch can block
+    (b @ b).sum(dim=1)  # load the kernels: a kernel's first launch can block
     torch.cuda.synchronize()
     for _ in range(20):          # a long computation still queued on the GPU...
         c = b @ b
@@ -125,7 +127,7 @@ def read_too_early():
 
 # --8<-- [start:hazard_fixed]
 def read_after_event():
-    """The fix: record an event after the copy and wait on it before touching the buffer."""
+    """The fix: record an event after the copy; wait on it before reading."""
     host = torch.empty(4096, pin_memory=True)
     b = torch.randn(4096, 4096, device=device)
     result = (b @ b).sum(dim=1)
@@ -141,7 +143,8 @@ def read_after_event():
 if __name__ == "__main__":
     # --8<-- [start:main]
     generation, lanes = pcie_link()
-    print(f"PCIe gen {generation} x{lanes}: {link_gbs(generation, lanes):.1f} GB/s each way")
+    rate = link_gbs(generation, lanes)
+    print(f"PCIe gen {generation} x{lanes}: {rate:.1f} GB/s each way")
     for pinned_memory in (False, True):
         label = "pinned  " if pinned_memory else "pageable"
         h2d = bandwidth_gbs(256 * 2**20, pinned_memory, "h2d")

@@ -28,7 +28,7 @@ b = torch.randn(n, n, device=device)
 
 # --8<-- [start:wrong]
 def time_launch_only(a, b):
-    """WRONG on a GPU: the clock stops when the product is queued, not when it is done."""
+    """WRONG on a GPU: the clock stops when the product is queued, not done."""
     start = time.perf_counter()
     a @ b
     return time.perf_counter() - start
@@ -37,7 +37,7 @@ def time_launch_only(a, b):
 
 # --8<-- [start:synchronized]
 def time_synchronized(a, b):
-    """Right: drain the queue before starting the clock; wait for the work before stopping it."""
+    """Right: drain the queue before starting; wait for the work before stopping."""
     sync()
     start = time.perf_counter()
     a @ b
@@ -73,7 +73,7 @@ def time_with_timer(a, b):
 
 # --8<-- [start:first_call]
 def first_call_vs_steady(a, b, repeats=20):
-    """The first product pays one-off costs (library handles, kernel loading); later ones do not."""
+    """The first product pays one-off costs (library handles, kernel loading)."""
     first = time_synchronized(a, b)
     steady = [time_synchronized(a, b) for _ in range(repeats)]
     return first, statistics.median(steady)
@@ -82,7 +82,7 @@ def first_call_vs_steady(a, b, repeats=20):
 
 # --8<-- [start:median]
 def summarize(times):
-    """Report the median and the spread: one slow outlier drags the mean, not the median."""
+    """Median and spread: one slow outlier drags the mean, not the median."""
     q1, median, q3 = statistics.quantiles(times, n=4)
     return {"median": median, "iqr": q3 - q1, "mean": statistics.fmean(times)}
 # --8<-- [end:median]
@@ -96,7 +96,7 @@ if __name__ == "__main__":
     launch = time_launch_only(a, b)
     sync()
     real = time_synchronized(a, b)
-    print(f"unsynchronized wall clock {launch * 1e6:.0f} µs vs synchronized {real * 1e6:.0f} µs")
+    print(f"unsynchronized clock {launch * 1e6:.0f} µs, synchronized {real * 1e6:.0f} µs")
     if device.type == "cuda":
         print(f"CUDA events: {time_with_events(a, b) * 1e3:.2f} ms")
     median, iqr = time_with_timer(a, b)

@@ -15,7 +15,7 @@ b = cp.random.standard_normal((n, n), dtype=cp.float32)
 
 
 def time_cupy_matmul(repeats=50):
-    """Median GPU and CPU seconds per product; cupyx warms up and synchronizes for us."""
+    """Median GPU and CPU seconds per product; cupyx warms up and synchronizes."""
     result = benchmark(cp.matmul, (a, b), n_repeat=repeats, n_warmup=5)
     gpu = float(cp.median(cp.asarray(result.gpu_times[0])))  # one row per device
     cpu = float(cp.median(cp.asarray(result.cpu_times)))
@@ -26,5 +26,5 @@ def time_cupy_matmul(repeats=50):
 if __name__ == "__main__":
     # --8<-- [start:cupy_main]
     gpu, cpu = time_cupy_matmul()
-    print(f"cupyx.profiler.benchmark: GPU {gpu * 1e3:.2f} ms, CPU {cpu * 1e3:.2f} ms per product")
+    print(f"cupyx.profiler.benchmark: GPU {gpu * 1e3:.2f} ms, CPU {cpu * 1e3:.2f} ms")
     # --8<-- [end:cupy_main]
