@@ -29,7 +29,7 @@ from fieldguide.timings import (
     format_value,
 )
 
-KINDS = ("table", "chart", "value", "ratio", "timeline")
+KINDS = ("table", "chart", "value", "ratio", "timeline", "roofline")
 SHORTCODE = re.compile(r"<!--\s*timing-(?P<kind>[\w-]+):(?P<body>.*?)-->", re.DOTALL)
 
 COLUMN_LABELS = {
