@@ -1,0 +1,75 @@
+"""Benchmarks behind docs/execution/async-execution.md.
+
+Budget on an H100: queue ~1 s, train_loop ~3 s, alloc <1 s, launch_blocking ~4 fresh processes
+(~15 s); about 20 s in all.
+"""
+
+import functools
+import statistics
+
+import pytest
+import torch
+
+from snippets.execution import async_execution as snippet
+
+pytestmark = [pytest.mark.snippet("snippets/execution/async_execution.py"), pytest.mark.gpus(1)]
+
+STEPS = 200  # training steps per timed round
+
+
+@pytest.mark.parametrize("what", ["launch", "launch-and-wait"])
+def bench_queue(benchmark, what):
+    """Ten 4096 x 4096 products: the time to queue them, and the time until they are done."""
+    fn = snippet.launch if what == "launch" else snippet.launch_and_wait
+    benchmark.extra_info.update(kernels=10, flops=10 * 2 * snippet.n**3, what=what)
+    benchmark.pedantic(fn, args=(snippet.a,), setup=snippet.sync, rounds=20, warmup_rounds=2)
+    snippet.sync()
+
+
+@pytest.mark.parametrize("every", [1, 50], ids=["every-step", "every-50"])
+def bench_train_loop(benchmark, every):
+    """STEPS training steps of a 3-hidden-layer MLP, reading the loss every step or every 50."""
+    model, optimizer = snippet.make_model()
+    batches = snippet.make_batches()
+    if every == 1:
+        loop = functools.partial(snippet.train_reading_every_step, model, optimizer, batches, STEPS)
+    else:
+        loop = functools.partial(snippet.train_reading_every, model, optimizer, batches, STEPS,
+                                 every=every)
+
+    def run():
+        loop()
+        snippet.sync()
+
+    benchmark.extra_info.update(ops=STEPS, every=every, width=snippet.width, batch=snippet.batch)
+    benchmark.pedantic(run, setup=snippet.sync, rounds=10, warmup_rounds=2)
+
+
+@pytest.mark.parametrize("source", ["cached", "fresh"])
+def bench_alloc(benchmark, source):
+    """Allocate 256 MiB: served from PyTorch's cache, or by cudaMalloc after empty_cache()."""
+    nbytes = snippet.alloc_bytes
+    snippet.allocate(nbytes)
+    setup = torch.cuda.empty_cache if source == "fresh" else snippet.sync
+    benchmark.extra_info.update(size_mib=nbytes // 2**20, source=source)
+    benchmark.pedantic(snippet.allocate, args=(nbytes,), setup=setup, rounds=20, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("launch_blocking", [False, True], ids=["default", "blocking"])
+def bench_launch_blocking(benchmark, launch_blocking, monkeypatch):
+    """The every-50 training loop in a fresh process, with and without CUDA_LAUNCH_BLOCKING=1.
+
+    pytest-benchmark times whole processes (start-up included); the loop's own time per step,
+    measured inside the child, is in extra_info["step_us"].
+    """
+    from fieldguide import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the child imports the snippet
+    inner = []
+
+    def fresh_process():
+        inner.append(snippet.seconds_per_step_in_fresh_process(launch_blocking))
+
+    benchmark.pedantic(fresh_process, rounds=2, warmup_rounds=0)
+    benchmark.extra_info.update(step_us=statistics.median(inner) * 1e6,
+                                launch_blocking=launch_blocking)

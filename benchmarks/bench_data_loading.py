@@ -1,0 +1,69 @@
+"""Benchmarks behind docs/data-movement/data-loading.md."""
+
+import statistics
+import time
+
+import pytest
+
+from snippets.data_movement import data_loading as snippet
+
+pytestmark = [pytest.mark.snippet("snippets/data_movement/data_loading.py"), pytest.mark.gpus(1)]
+
+WORKERS = [0, 1, 2, 4, 8]
+
+
+def timed(fn, durations):
+    """fn, recording how long each call took (the benchmark's own stats also need it)."""
+    def call():
+        start = time.perf_counter()
+        fn()
+        durations.append(time.perf_counter() - start)
+    return call
+
+
+@pytest.mark.parametrize("num_workers", WORKERS, ids=[str(w) for w in WORKERS])
+def bench_loader(benchmark, num_workers):
+    """One epoch of the CPU-bound dataset; the warm-up epoch starts the (persistent) workers."""
+    loader = snippet.make_loader(snippet.dataset, num_workers)
+    durations, rounds = [], 3
+    benchmark.pedantic(timed(lambda: snippet.run_epoch(loader), durations),
+                       rounds=rounds, warmup_rounds=1)
+    items = len(snippet.dataset)
+    benchmark.extra_info.update(num_workers=num_workers, items=items, ops=items,
+                                fields=snippet.dataset.fields,
+                                items_per_s=round(items / statistics.median(durations[-rounds:])))
+
+
+@pytest.mark.parametrize("num_workers", [0, 8], ids=["0", "8"])
+def bench_first_batch(benchmark, num_workers):
+    """A fresh loader until its first batch: what starting the worker processes costs.
+
+    The benchmark's own time also includes shutting the workers down again; the page quotes
+    first_batch_ms, which the function measures up to the first batch only.
+    """
+    waits = []
+
+    def first_batch():
+        waits.append(snippet.time_to_first_batch(snippet.dataset, num_workers))
+
+    benchmark.pedantic(first_batch, rounds=3, warmup_rounds=1)
+    benchmark.extra_info.update(num_workers=num_workers,
+                                first_batch_ms=round(statistics.median(waits[-3:]) * 1e3, 1))
+
+
+@pytest.mark.parametrize("where", ["dataloader", "gpu"])
+def bench_augment(benchmark, where):
+    """Random crop + flip of a 20,000-image dataset: DataLoader workers vs tensor ops on the GPU."""
+    images, labels = snippet.random_images(snippet.n_images)
+    if where == "gpu":
+        epoch = lambda: snippet.gpu_epoch(images, labels)  # noqa: E731
+        benchmark.extra_info["num_workers"] = 0
+    else:
+        loader = snippet.make_image_loader(images, labels)
+        epoch = lambda: snippet.dataloader_epoch(loader)  # noqa: E731
+        benchmark.extra_info["num_workers"] = snippet.workers
+    durations, rounds = [], 3
+    benchmark.pedantic(timed(epoch, durations), setup=snippet.sync, rounds=rounds,
+                       warmup_rounds=1)
+    benchmark.extra_info.update(where=where, items=len(images), ops=len(images),
+                                items_per_s=round(len(images) / statistics.median(durations[-rounds:])))

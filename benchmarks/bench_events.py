@@ -1,0 +1,74 @@
+"""Benchmarks behind docs/execution/events.md.
+
+Budget on an H100: record/query well under 1 s, overlap and wait about 1 s each; ~3 s in all.
+"""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.snippet("snippets/execution/events.py")
+
+OPS = 1000  # records or queries per timed round
+
+
+@pytest.fixture(scope="module")
+def snippet():
+    from snippets.execution import events
+
+    return events
+
+
+@pytest.mark.parametrize("timing", [True, False], ids=["timing", "no-timing"])
+def bench_record(benchmark, snippet, timing):
+    """Record one event OPS times, created with or without enable_timing."""
+    event = torch.cuda.Event(enable_timing=timing)
+    event.record()  # the CUDA event is created lazily, on the first record
+    benchmark.extra_info.update(ops=OPS, enable_timing=timing)
+    benchmark.pedantic(snippet.record_many, args=(event, OPS), setup=torch.cuda.synchronize,
+                       rounds=20, warmup_rounds=2)
+
+
+def bench_query(benchmark, snippet):
+    """query() an event the GPU has already passed, OPS times."""
+    event = torch.cuda.Event()
+    event.record()
+    event.synchronize()
+    benchmark.extra_info["ops"] = OPS
+    benchmark.pedantic(snippet.query_many, args=(event, OPS), rounds=20, warmup_rounds=2)
+
+
+@pytest.mark.parametrize("mode", ["synchronize", "event"])
+def bench_overlap(benchmark, snippet, mode):
+    """~25 ms of GPU work and 20 chunks of CPU work: in turn, or overlapped with an event."""
+    fn = snippet.gpu_then_cpu if mode == "synchronize" else snippet.gpu_and_cpu
+    benchmark.extra_info["mode"] = mode
+    benchmark.pedantic(fn, args=(snippet.a,), setup=torch.cuda.synchronize,
+                       rounds=10, warmup_rounds=1)
+
+
+def bench_cpu_work(benchmark, snippet):
+    """The 20 chunks of CPU work alone."""
+    def twenty_chunks():
+        for _ in range(20):
+            snippet.cpu_work()
+
+    benchmark.pedantic(twenty_chunks, rounds=10, warmup_rounds=1)
+
+
+def bench_gpu_work(benchmark, snippet):
+    """The GPU work alone, synchronized."""
+    def gpu_work():
+        snippet.long_gpu_work(snippet.a)
+        torch.cuda.synchronize()
+
+    benchmark.pedantic(gpu_work, setup=torch.cuda.synchronize, rounds=10, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("mode", ["event", "device"])
+def bench_wait(benchmark, snippet, mode):
+    """Time until the CPU may use a small result while the side stream runs ~25 ms of work."""
+    fn = snippet.wait_for_event if mode == "event" else snippet.wait_for_device
+    benchmark.extra_info["mode"] = mode
+    benchmark.pedantic(fn, args=(snippet.a,), setup=torch.cuda.synchronize,
+                       rounds=10, warmup_rounds=1)
+    torch.cuda.synchronize()

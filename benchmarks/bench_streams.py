@@ -1,0 +1,59 @@
+"""Benchmarks behind docs/execution/streams.md.
+
+Budget on an H100: the module's 2 GiB of pinned data (~1-2 s), each pipeline run ~40-90 ms;
+serial 12 rounds + overlapped 12 rounds + 11 interleaved rounds of all four + two profiled runs:
+about 8 s in all.
+"""
+
+import pytest
+import torch
+
+from snippets.execution import streams as snippet
+
+pytestmark = pytest.mark.snippet("snippets/execution/streams.py")
+
+ROUNDS = 10
+
+
+@pytest.fixture(scope="module")
+def matmuls():
+    return snippet.matmuls_to_balance()
+
+
+def run_and_wait(fn, *args):
+    fn(*args)
+    torch.cuda.synchronize()
+
+
+def describe(benchmark, matmuls):
+    benchmark.extra_info.update(
+        chunks=snippet.CHUNKS,
+        chunk_mib=snippet.ROWS * snippet.FEATURES * 4 // 2**20,
+        matmuls_per_chunk=matmuls,
+    )
+
+
+def bench_serial(benchmark, matmuls):
+    """Copy all chunks, then compute on all chunks, on one stream."""
+    args = (snippet.host, snippet.weight, matmuls, snippet.out)
+    describe(benchmark, matmuls)
+    benchmark.pedantic(run_and_wait, args=(snippet.serial, *args), setup=torch.cuda.synchronize,
+                       rounds=ROUNDS, warmup_rounds=2)
+    benchmark.extra_info["timeline"] = snippet.gpu_timeline(lambda: snippet.serial(*args))
+
+
+def bench_overlapped(benchmark, matmuls):
+    """The chunked pipeline; also the four-way comparison and the overlap efficiency."""
+    args = (snippet.host, snippet.weight, matmuls, snippet.out)
+    describe(benchmark, matmuls)
+    benchmark.pedantic(run_and_wait, args=(snippet.overlapped, *args), setup=torch.cuda.synchronize,
+                       rounds=ROUNDS, warmup_rounds=2)
+    times = snippet.compare(matmuls, rounds=ROUNDS)
+    benchmark.extra_info.update({f"{name}_ms": seconds * 1e3 for name, seconds in times.items()})
+    benchmark.extra_info["overlap_efficiency"] = snippet.overlap_efficiency(times)
+    benchmark.extra_info["speedup"] = times["serial"] / times["overlapped"]
+    copied = snippet.host.numel() * snippet.host.element_size()  # bytes moved per run
+    benchmark.extra_info["copy_gbs"] = copied / times["copy"] / 1e9
+    events = snippet.gpu_timeline(lambda: snippet.overlapped(*args))
+    benchmark.extra_info["timeline"] = events
+    benchmark.extra_info["overlap_ms"] = snippet.overlap_seconds(events) * 1e3

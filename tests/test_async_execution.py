@@ -1,0 +1,120 @@
+"""Claims of docs/execution/async-execution.md."""
+
+import statistics
+import time
+
+import pytest
+import torch
+
+from snippets.execution import async_execution as snippet
+
+pytestmark = pytest.mark.snippet("snippets/execution/async_execution.py")
+
+
+def test_reading_the_loss_less_often_changes_nothing():
+    """Same seed, same batches: the loop that syncs every step and the one that syncs every
+    5 steps see the same losses and end with the same weights."""
+    steps = 23  # not a multiple of `every`: the last, partial group is read too
+    batches = snippet.make_batches()
+    model_a, opt_a = snippet.make_model()
+    model_b, opt_b = snippet.make_model()
+    every_step = snippet.train_reading_every_step(model_a, opt_a, batches, steps)
+    every_5 = snippet.train_reading_every(model_b, opt_b, batches, steps, every=5)
+    assert len(every_step) == len(every_5) == steps
+    assert all(isinstance(v, float) for v in every_5)
+    torch.testing.assert_close(torch.tensor(every_step), torch.tensor(every_5), rtol=1e-6, atol=0)
+    for p, q in zip(model_a.parameters(), model_b.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=0)
+    # and the loop does train: later passes over the same batches have a lower loss
+    assert statistics.fmean(every_step[-8:]) < statistics.fmean(every_step[:8])
+
+
+def test_sync_free_version_computes_the_same_sum():
+    x = snippet.x
+    torch.testing.assert_close(snippet.positive_sum_with_mask(x),
+                               snippet.positive_sum_without_sync(x), rtol=1e-4, atol=1e-3)
+
+
+def test_listed_operations_run():
+    for op in (*snippet.SYNCHRONIZING.values(), *snippet.QUEUED.values()):
+        op(snippet.x)
+
+
+def test_step_timer_reports_a_time():
+    assert 0 < snippet.seconds_per_step(every=5, steps=10, repeats=1) < 1
+
+
+@pytest.mark.gpus(1)
+@pytest.mark.parametrize("name", list(snippet.SYNCHRONIZING))
+def test_sync_debug_mode_flags_hidden_syncs(name):
+    op = snippet.SYNCHRONIZING[name]
+    op(snippet.x)  # warm-up, so first-call work is not counted
+    assert snippet.count_syncs(lambda: op(snippet.x)) >= 1
+    assert torch.cuda.get_sync_debug_mode() == 0  # restored
+
+
+@pytest.mark.gpus(1)
+@pytest.mark.parametrize("name", list(snippet.QUEUED))
+def test_fixed_shape_operations_do_not_sync(name):
+    op = snippet.QUEUED[name]
+    op(snippet.x)
+    torch.cuda.synchronize()
+    assert snippet.count_syncs(lambda: op(snippet.x)) == 0
+
+
+@pytest.mark.gpus(1)
+def test_error_mode_raises_on_item_and_nonzero():
+    for op in (lambda x: x.sum().item(), lambda x: x.nonzero()):
+        with pytest.raises(RuntimeError, match="synchronizing"), snippet.sync_debug_mode("error"):
+            op(snippet.x)
+        assert torch.cuda.get_sync_debug_mode() == 0
+
+
+@pytest.mark.gpus(1)
+def test_training_step_contains_no_hidden_sync():
+    model, optimizer = snippet.make_model()
+    batches = snippet.make_batches()
+    snippet.train_step(model, optimizer, *batches[0])  # warm-up
+    torch.cuda.synchronize()
+    with snippet.sync_debug_mode("error"):
+        for x, y in batches:
+            snippet.train_step(model, optimizer, x, y)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpus(1)
+def test_queueing_returns_long_before_the_work_is_done():
+    snippet.launch_and_wait(snippet.a)  # warm-up
+    launched, finished = [], []
+    for _ in range(5):
+        snippet.sync()
+        start = time.perf_counter()
+        snippet.launch(snippet.a)
+        launched.append(time.perf_counter() - start)
+        snippet.sync()
+        finished.append(time.perf_counter() - start)
+    assert statistics.median(launched) < 0.5 * statistics.median(finished)
+
+
+@pytest.mark.gpus(1)
+def test_item_every_step_is_slower_than_every_50():
+    every_step = snippet.seconds_per_step(every=1)
+    every_50 = snippet.seconds_per_step(every=50)
+    assert every_step > 1.05 * every_50, (every_step, every_50)
+
+
+@pytest.mark.gpus(1)
+def test_growing_the_pool_costs_more_than_reusing_a_cached_block():
+    fresh = snippet.allocation_seconds(snippet.alloc_bytes, cached=False)
+    cached = snippet.allocation_seconds(snippet.alloc_bytes, cached=True)
+    assert fresh > 1.5 * cached, (fresh, cached)
+
+
+@pytest.mark.gpus(1)
+def test_launch_blocking_slows_the_training_loop(monkeypatch):
+    from fieldguide import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the child imports the snippet
+    normal = snippet.seconds_per_step_in_fresh_process(launch_blocking=False)
+    blocking = snippet.seconds_per_step_in_fresh_process(launch_blocking=True)
+    assert blocking > 1.1 * normal, (blocking, normal)

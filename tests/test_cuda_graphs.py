@@ -1,0 +1,98 @@
+"""Claims of docs/execution/cuda-graphs.md (all need a CUDA device: the module is GPUS_NEEDED = 1)."""
+
+import pytest
+
+pytestmark = pytest.mark.snippet("snippets/execution/cuda_graphs.py")
+
+
+@pytest.fixture(scope="module")
+def snippet():
+    from snippets.execution import cuda_graphs
+
+    return cuda_graphs
+
+
+def test_replay_computes_what_eager_computes(snippet):
+    import torch
+
+    for _ in range(3):
+        new_x = torch.randn(1024, device=snippet.device)
+        torch.testing.assert_close(snippet.run_graph(new_x), snippet.chain(new_x, snippet.STEPS))
+
+
+def test_replay_overwrites_the_static_output(snippet):
+    import torch
+
+    kept = snippet.static_y                      # a reference, not a copy
+    first = snippet.run_graph(torch.randn(1024, device=snippet.device))
+    second = snippet.run_graph(torch.randn(1024, device=snippet.device))
+    assert not torch.equal(first, second)
+    assert torch.equal(kept, second), "the graph writes every replay into the same tensor"
+
+
+def test_python_values_are_frozen_at_capture(snippet):
+    from_graph, eager = snippet.frozen_python_value()
+    assert from_graph == [2.0] * 4
+    assert eager == [3.0] * 4
+
+
+def test_graph_cuts_time_per_operation(snippet):
+    eager, replay = snippet.per_op_times(repeats=30)
+    assert eager / replay >= 3, (eager, replay)
+
+
+def test_sync_inside_capture_is_an_error():
+    from tests.helpers import run_python
+
+    code = (
+        "import torch\n"
+        "x = torch.ones(4, device='cuda')\n"
+        "g = torch.cuda.CUDAGraph()\n"
+        "try:\n"
+        "    with torch.cuda.graph(g):\n"
+        "        (x * 2).sum().item()\n"
+        "except RuntimeError as exc:\n"
+        "    print('raised:', exc, exc.__context__)\n"
+    )
+    result = run_python(["-c", code])
+    assert "raised:" in result.stdout, result.stdout + result.stderr
+    assert "operation not permitted when stream is capturing" in result.stdout, result.stdout
+
+
+def test_graphed_callables_match_eager_outputs_and_gradients(snippet):
+    import torch
+
+    for _ in range(2):                           # the second call replays the captured graphs
+        out_graphed, grads_graphed = snippet.train_step(snippet.model, snippet.batch)
+        out_eager, grads_eager = snippet.train_step(snippet.reference, snippet.batch)
+        torch.testing.assert_close(out_graphed, out_eager, rtol=1e-4, atol=1e-6)
+        for g, e in zip(grads_graphed, grads_eager, strict=True):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-6)
+
+
+def test_graphed_callables_accept_new_inputs(snippet):
+    import torch
+
+    other = torch.randn(32, 64, device=snippet.device)
+    out_graphed, _ = snippet.train_step(snippet.model, other)
+    out_eager, _ = snippet.train_step(snippet.reference, other)
+    torch.testing.assert_close(out_graphed, out_eager, rtol=1e-4, atol=1e-6)
+
+
+def test_reduce_overhead_compile_matches_eager(snippet):
+    import torch
+
+    with torch.no_grad():
+        expected = snippet.reference(snippet.batch)
+    for output in snippet.compiled_outputs():
+        torch.testing.assert_close(output, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_random_numbers_change_between_replays(snippet):
+    import torch
+
+    g, out = snippet.capture(torch.rand_like, torch.empty(1000, device=snippet.device))
+    g.replay()
+    first = out.clone()
+    g.replay()
+    assert not torch.equal(first, out)
