@@ -1,0 +1,162 @@
+"""Benchmarks behind docs/first-steps/cupy-and-numpy.md.
+
+Budget (H100 host, 16 cores): the two 16000 x 16000 NumPy products dominate (about 10 s in
+fp64 and half that in fp32, one round each); everything on the GPU adds a few seconds.
+"""
+
+import ctypes
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fieldguide import ROOT
+from snippets.first_steps import cupy_and_numpy as snippet
+
+pytestmark = pytest.mark.snippet("snippets/first_steps/cupy_and_numpy.py")
+
+cp = snippet.cp
+N = 16000  # the seed's matrix size
+DTYPES = {"fp64": np.float64, "fp32": np.float32}
+
+
+def blas_threads():
+    """How many threads NumPy's BLAS uses here, and how we know."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        for pool in threadpool_info():
+            if pool.get("user_api") == "blas":
+                return pool["num_threads"], f"threadpoolctl: {pool.get('internal_api')}"
+    except ImportError:
+        pass
+    # NumPy's wheels bundle OpenBLAS under numpy.libs; ask it directly.
+    for path in glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs",
+                                       "*openblas*")):
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                     "scipy_openblas_get_num_threads", "openblas_get_num_threads"):
+            getter = getattr(lib, name, None)
+            if getter is not None:
+                return int(getter()), f"OpenBLAS {name}()"
+    return len(os.sched_getaffinity(0)), "cores available to the process (BLAS not queried)"
+
+
+@pytest.fixture(scope="module")
+def matrices():
+    """One 16000 x 16000 matrix per precision, on the GPU and a host copy of it (made once)."""
+    made = {}
+
+    def get(precision):
+        if precision not in made:
+            on_gpu = snippet.random_matrix(N, DTYPES[precision])
+            made[precision] = (on_gpu, cp.asnumpy(on_gpu))
+        return made[precision]
+
+    yield get
+    made.clear()
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+@pytest.mark.parametrize("precision", list(DTYPES))
+def bench_matmul_cupy(benchmark, matrices, precision):
+    """The seed's product on the GPU, steady state (first-call costs excluded by warm-up)."""
+    a, _ = matrices(precision)
+    out = cp.empty_like(a)
+    benchmark.extra_info.update(n=N, precision=precision, library="cupy", flops=2 * N**3)
+    benchmark.pedantic(snippet.cupy_product, args=(a, out), setup=cp.cuda.Device().synchronize,
+                       rounds=5, warmup_rounds=1)
+    gpu_s, cpu_s = snippet.gpu_and_cpu_seconds(a, repeats=3)
+    benchmark.extra_info.update(cupyx_gpu_ms=gpu_s * 1e3, cupyx_cpu_us=cpu_s * 1e6)
+
+
+@pytest.mark.parametrize("precision", list(DTYPES))
+def bench_matmul_numpy(benchmark, matrices, precision):
+    """The same product with NumPy on all the host's cores: seconds, so one round."""
+    _, a = matrices(precision)
+    out = np.empty_like(a)
+    threads, source = blas_threads()
+    benchmark.extra_info.update(n=N, precision=precision, library="numpy", flops=2 * N**3,
+                                threads=threads, threads_source=source,
+                                cpu_count=os.cpu_count())
+    benchmark.pedantic(snippet.numpy_product, args=(a, out), rounds=1, warmup_rounds=0)
+
+
+def bench_first_call(benchmark):
+    """First fp64 16000^2 product in a fresh process vs the ones after it (one process)."""
+    code = ("import json; from snippets.first_steps import cupy_and_numpy as s; "
+            f"print(json.dumps(s.first_call_vs_steady({N}, s.cp.float64)))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    seen = {}
+
+    def fresh_process():
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True,
+                             capture_output=True, text=True).stdout
+        seen["first"], seen["steady"] = json.loads(out.splitlines()[-1])
+
+    benchmark.pedantic(fresh_process, rounds=1, warmup_rounds=0)
+    benchmark.extra_info.update(n=N, precision="fp64", first_ms=seen["first"] * 1e3,
+                                steady_ms=seen["steady"] * 1e3,
+                                one_off_ms=(seen["first"] - seen["steady"]) * 1e3,
+                                first_over_steady=seen["first"] / seen["steady"])
+
+
+def to_gpu(host):
+    on_gpu = cp.asarray(host)
+    cp.cuda.Device().synchronize()
+    return on_gpu
+
+
+def to_host(on_gpu):
+    return cp.asnumpy(on_gpu)  # returns when the bytes are on the host
+
+
+@pytest.mark.parametrize("direction", ["to_gpu", "to_host"])
+def bench_transfer(benchmark, matrices, direction):
+    """Moving the seed's fp64 matrix (2 GB, ordinary pageable host memory) across PCIe."""
+    on_gpu, host = matrices("fp64")
+    benchmark.extra_info.update(bytes=host.nbytes, direction=direction, n=N)
+    if direction == "to_gpu":
+        benchmark.pedantic(to_gpu, args=(host,), rounds=3, warmup_rounds=0)
+    else:
+        benchmark.pedantic(to_host, args=(on_gpu,), rounds=3, warmup_rounds=0)
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+ELEMENTS = 2**26  # 256 MiB of float32
+REPEATS = 10
+
+
+@pytest.mark.parametrize("version", ["fused", "unfused"])
+def bench_affine_clamp(benchmark, version):
+    """y = clip(a*x + b): one ElementwiseKernel vs three CuPy operators, 256 MiB of float32."""
+    x = cp.random.rand(ELEMENTS, dtype=cp.float32)
+    fn = getattr(snippet, version)
+
+    def run():
+        for _ in range(REPEATS):
+            fn(x, 2.0, 0.5, 0.0, 1.0)
+        cp.cuda.Device().synchronize()
+
+    # The least any version must move: read x once and write y once, per call.
+    benchmark.extra_info.update(version=version, ops=REPEATS, bytes=REPEATS * 2 * x.nbytes)
+    benchmark.pedantic(run, setup=cp.cuda.Device().synchronize, rounds=10, warmup_rounds=2)
+
+
+@pytest.mark.parametrize("how", ["from_dlpack", "copy"])
+def bench_exchange(benchmark, how):
+    """Handing a 256 MiB CuPy array to PyTorch: DLPack (no copy) vs a device-to-device copy."""
+    torch = snippet.torch
+    x = cp.random.rand(ELEMENTS, dtype=cp.float32)
+
+    def exchange():
+        t = torch.from_dlpack(x if how == "from_dlpack" else x.copy())
+        torch.cuda.synchronize()
+        return t
+
+    benchmark.extra_info.update(how=how, bytes=x.nbytes)
+    benchmark.pedantic(exchange, setup=torch.cuda.synchronize, rounds=50, warmup_rounds=2)

@@ -1,0 +1,119 @@
+"""Benchmarks behind docs/case-studies/diffusion.md.
+
+Every `step` record times STEPS steps per round (`ops`, so `per_op` is the time per step) and
+records in `bytes` the least those steps must move: each cell read once and written once per
+step, 2 x 4 bytes x cells. `bandwidth_gbs` is then the bandwidth a step achieves; the
+`copy_ceiling` records time a plain device-to-device copy of the same grid, the ceiling.
+
+Budget on an H100: about 3 s of GPU steps, 2 s of NumPy, and two torch.compile compilations
+(one per grid shape, done in setup, outside the timed rounds).
+"""
+
+import time
+
+import pytest
+import torch
+
+from snippets.case_studies import diffusion as snippet
+
+pytestmark = pytest.mark.snippet("snippets/case_studies/diffusion.py")
+GPU_ONLY = [pytest.mark.snippet("snippets/case_studies/diffusion_gpu.py"), pytest.mark.gpus(1)]
+
+GRIDS = [320, 640, 1280, 2560, 4096]
+STEPS = 100  # steps per timed round: even (ping-pong buffers) and a multiple of PER_GRAPH
+PER_GRAPH = 20  # steps recorded in one CUDA graph
+ROUNDS, WARMUP = 5, 1
+
+CASES = (
+    [("numpy_seed", n, []) for n in (640, 4096)]
+    + [(v, n, [pytest.mark.gpus(1)]) for v in ("torch_seed", "torch_slices") for n in GRIDS]
+    + [("torch_compile", n, [pytest.mark.gpus(1)]) for n in (640, 4096)]
+    + [(v, n, GPU_ONLY) for v in ("cupy_kernel", "torch_graph", "cupy_graph") for n in GRIDS]
+)
+
+
+def numpy_steps(n):
+    return 10 if n <= 640 else 1  # the seed's NumPy step takes a sizeable fraction of a second at 4096
+
+
+def make_run(variant, n, extra):
+    """A zero-argument callable that advances the grid by `steps` steps and waits for it."""
+    start = snippet.initial_grid((n, n))
+    if variant == "numpy_seed":
+        steps = numpy_steps(n)
+        return (lambda: snippet.run_numpy(start, steps)), steps
+
+    u = torch.from_numpy(start).to("cuda")
+    if variant == "torch_seed":
+        def run():
+            snippet.run_torch(u, STEPS)
+            snippet.sync()
+    elif variant == "torch_slices":
+        spare = torch.empty_like(u)
+
+        def run():
+            snippet.run_inplace(u, spare, STEPS)
+            snippet.sync()
+    elif variant == "torch_compile":
+        begin = time.perf_counter()
+        snippet.run_compiled(u, 1)  # compiles for this grid shape
+        snippet.sync()
+        extra["compile_s"] = time.perf_counter() - begin
+
+        def run():
+            snippet.run_compiled(u, STEPS)
+            snippet.sync()
+    else:
+        from snippets.case_studies import diffusion_gpu as gpu
+
+        if variant == "torch_graph":
+            graph = gpu.capture_torch(u, PER_GRAPH)
+
+            def run():
+                gpu.replay_torch(graph, STEPS // PER_GRAPH)
+                snippet.sync()
+        else:
+            grid = gpu.cp.asarray(start)
+            spare = gpu.cp.empty_like(grid)
+            if variant == "cupy_kernel":
+                def run():
+                    gpu.run_cupy(grid, spare, STEPS)
+                    snippet.sync()
+            else:  # cupy_graph
+                graph = gpu.capture_cupy(grid, spare, PER_GRAPH)
+
+                def run():
+                    gpu.replay_cupy(graph, STEPS // PER_GRAPH)
+                    snippet.sync()
+    return run, STEPS
+
+
+@pytest.mark.parametrize(
+    ("variant", "n"),
+    [pytest.param(v, n, marks=marks, id=f"{v}-{n}") for v, n, marks in CASES],
+)
+def bench_step(benchmark, variant, n):
+    extra = {}
+    run, steps = make_run(variant, n, extra)
+    rounds, warmup = (3, 1) if (variant == "numpy_seed" and n > 640) else (ROUNDS, WARMUP)
+    benchmark.extra_info.update(
+        variant=variant, grid=n, cells=n * n, ops=steps, bytes=steps * 2 * 4 * n * n,
+        device="cpu" if variant == "numpy_seed" else "cuda", **extra,
+    )
+    benchmark.pedantic(run, setup=snippet.sync, rounds=rounds, warmup_rounds=warmup)
+
+
+@pytest.mark.gpus(1)
+@pytest.mark.parametrize("n", GRIDS, ids=str)
+def bench_copy_ceiling(benchmark, n):
+    """dst.copy_(src) of one grid: the same 2 x grid bytes a step must move, and nothing else."""
+    src = torch.from_numpy(snippet.initial_grid((n, n))).to("cuda")
+    dst = torch.empty_like(src)
+
+    def run():
+        snippet.run_copy(src, dst, STEPS)
+        snippet.sync()
+
+    benchmark.extra_info.update(variant="copy", grid=n, cells=n * n, ops=STEPS,
+                                bytes=STEPS * 2 * src.nbytes, device="cuda")
+    benchmark.pedantic(run, setup=snippet.sync, rounds=ROUNDS, warmup_rounds=WARMUP)

@@ -1,0 +1,139 @@
+"""Benchmarks behind docs/foundations/when-to-use-a-gpu.md.
+
+Sweeps of an elementwise operation (2**10 ... 2**26 float32 elements) and a float32 matrix product
+(n = 32 ... 4096), each timed three ways: on the CPU (all of PyTorch's threads), on the GPU with
+the host<->device transfers, and on the GPU with the data already there. `crossover[...]` runs the
+snippet's own `crossover()` once and records its verdict. `loop[...]` times sequential,
+data-dependent work. Budget on an H100 with a 16-core host: about 6 s, mostly the CPU's big sizes.
+"""
+
+import functools
+
+import pytest
+import torch
+
+from snippets.foundations import when_to_use_a_gpu as snippet
+
+pytestmark = [pytest.mark.snippet("snippets/foundations/when_to_use_a_gpu.py"), pytest.mark.gpus(1)]
+
+VARIANTS = {"cpu": "CPU", "gpu-transfers": "GPU incl. transfers", "gpu-resident": "GPU, data resident"}
+
+
+@functools.cache
+def inputs(case, size, where):
+    """Inputs are made once per size and side, and shared by the benchmarks that time them."""
+    return snippet.make_inputs(case, size, where)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_inputs():
+    yield
+    inputs.cache_clear()
+    torch.cuda.empty_cache()
+
+
+def timed(benchmark, case, variant, size, rounds):
+    fn = snippet.WORK[case]
+    host = inputs(case, size, "cpu")
+    if variant == "cpu":
+        target, args = fn, host
+    elif variant == "gpu-transfers":
+        target, args = snippet.with_transfers, (fn, *host)
+    else:
+        target, args = snippet.resident, (fn, *inputs(case, size, "cuda"))
+    benchmark.extra_info.update(variant=VARIANTS[variant], cpu_threads=torch.get_num_threads())
+    benchmark.pedantic(target, args=args, setup=snippet.sync, rounds=rounds,
+                       warmup_rounds=1 if rounds <= 5 else 2)
+
+
+ELEMENTWISE = [(v, s) for v in VARIANTS for s in snippet.SWEEPS["elementwise"]]
+
+
+@pytest.mark.parametrize(("variant", "elements"), ELEMENTWISE, ids=[f"{v}-{s}" for v, s in ELEMENTWISE])
+def bench_elementwise(benchmark, variant, elements):
+    """sin(x) * 2 + 1 on `elements` float32 values."""
+    benchmark.extra_info.update(elements=elements, input_bytes=4 * elements)
+    rounds = 50 if elements <= 2**18 else 20 if elements <= 2**22 else 5
+    timed(benchmark, "elementwise", variant, elements, rounds)
+
+
+MATMUL = [(v, n) for v in VARIANTS for n in snippet.SWEEPS["matmul"]]
+
+
+@pytest.mark.parametrize(("variant", "n"), MATMUL, ids=[f"{v}-{n}" for v, n in MATMUL])
+def bench_matmul(benchmark, variant, n):
+    """A float32 n x n product (full float32: TF32 is off by default for matmuls)."""
+    benchmark.extra_info.update(n=n, input_bytes=2 * 4 * n * n)
+    if variant == "gpu-resident":  # a point on the roofline of docs/foundations/cpu-vs-gpu.md
+        benchmark.extra_info.update(flops=2 * n**3, bytes=3 * 4 * n * n, roof="fp32",
+                                    kind="fp32 matmul, n = 32 ... 4096")
+        if n in (32, 4096):
+            benchmark.extra_info["label"] = f"n={n}"
+    rounds = 30 if n <= 512 else 10 if n <= 1024 else 5 if n <= 2048 else 3
+    timed(benchmark, "matmul", variant, n, rounds)
+
+
+def describe(winning_from, case, largest):
+    unit = "elements" if case == "elementwise" else "n"
+    if winning_from is None:
+        return f"at none of the sizes measured (up to {unit} = {largest})"
+    return f"from {unit} = {winning_from} upwards"
+
+
+@pytest.mark.parametrize("case", ["elementwise", "matmul"])
+def bench_crossover(benchmark, case):
+    """The snippet's crossover(): every size, three ways, 5 repeats each; the verdict in extra_info."""
+    sizes = snippet.SWEEPS[case]
+    found = {}
+
+    def run():
+        found["result"] = snippet.crossover(case, sizes, repeats=5)
+
+    benchmark.pedantic(run, rounds=1, warmup_rounds=0)
+    winning_from, results = found["result"]
+    largest, smallest = results[max(sizes)], results[min(sizes)]
+    benchmark.extra_info.update(
+        case=case, sizes=sizes, cpu_threads=torch.get_num_threads(),
+        crossover=winning_from, verdict=describe(winning_from, case, max(sizes)),
+        largest=max(sizes), smallest=min(sizes),
+        speedup_with_transfers_at_largest=largest["cpu"] / largest["gpu_with_transfers"],
+        speedup_resident_at_largest=largest["cpu"] / largest["gpu_resident"],
+        transfer_share_at_largest=1 - largest["gpu_resident"] / largest["gpu_with_transfers"],
+        cpu_over_gpu_with_transfers_at_smallest=smallest["cpu"] / smallest["gpu_with_transfers"],
+        times={str(size): times for size, times in results.items()},
+    )
+
+
+LOOP_N = 2000
+LOOPS = [(how, where) for how in ("loop", "vectorized") for where in ("cpu", "gpu")]
+
+
+@pytest.mark.parametrize(("how", "where"), LOOPS, ids=[f"{h}-{w}" for h, w in LOOPS])
+def bench_sequential(benchmark, how, where):
+    """First index where the running sum of 2000 small integers passes 4 x 2000."""
+    x = torch.randint(0, 10, (LOOP_N,), generator=torch.Generator().manual_seed(0))
+    x = x.to("cuda" if where == "gpu" else "cpu")
+    fn = snippet.first_crossing_loop if how == "loop" else snippet.first_crossing_vectorized
+    answer = snippet.first_crossing_vectorized(x, 4 * LOOP_N)
+    benchmark.extra_info.update(how=how, where=where, elements=LOOP_N, answer=answer)
+    if how == "loop":  # per_op = time per Python step
+        benchmark.extra_info["ops"] = answer + 1
+    benchmark.pedantic(fn, args=(x, 4 * LOOP_N), setup=snippet.sync,
+                       rounds=5 if how == "loop" else 50, warmup_rounds=1)
+
+
+def bench_supported(benchmark):
+    """Step 4 on the GPU: an int64 and a complex64 matrix product, each tried on a 2 x 2 example."""
+    ints = torch.ones(2, 2, dtype=torch.int64)
+    complexes = torch.ones(2, 2, dtype=torch.complex64)
+    verdicts = {}
+
+    def check():
+        verdicts["int64"] = snippet.runs_on("cuda", torch.mm, ints, ints)
+        verdicts["complex64"] = snippet.runs_on("cuda", torch.mm, complexes, complexes)
+
+    benchmark.pedantic(check, rounds=3, warmup_rounds=1)
+    words = {True: "runs", False: "raises an error"}
+    benchmark.extra_info.update(int64_matmul=words[verdicts["int64"][0]],
+                                int64_matmul_error=verdicts["int64"][1],
+                                complex64_matmul=words[verdicts["complex64"][0]])

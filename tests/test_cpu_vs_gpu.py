@@ -1,0 +1,196 @@
+"""Claims of docs/foundations/cpu-vs-gpu.md, and the roofline math its chart is drawn with."""
+
+import pytest
+import torch
+
+from fieldguide import roofline
+from fieldguide.timings import Record, TimingError
+from snippets.foundations import cpu_vs_gpu as snippet
+
+pytestmark = pytest.mark.snippet("snippets/foundations/cpu_vs_gpu.py")
+
+# Norm-wise relative error of an n x n product against float64 on the same rounded inputs.
+# fp32 keeps ~7 digits; TF32 rounds inputs to 10 mantissa bits, fp16 stores 10, bf16 stores 7.
+TOLERANCE = {"fp32": 1e-5, "tf32": 1e-2, "fp16": 1e-2, "bf16": 3e-2}
+
+
+def small():
+    return 1024 if snippet.device.type == "cuda" else 128
+
+
+@pytest.mark.parametrize("precision", list(snippet.PRECISIONS))
+def test_matmul_matches_float64_within_its_precision(precision):
+    assert snippet.relative_error(small(), precision) < TOLERANCE[precision]
+
+
+@pytest.mark.parametrize("precision", list(snippet.PRECISIONS))
+def test_matmul_returns_the_dtype_it_was_given(precision):
+    a, b = snippet.make_operands(64, precision)
+    c = snippet.matmul(a, b, precision)
+    assert c.dtype == snippet.PRECISIONS[precision][0] and c.shape == (64, 64)
+
+
+def test_precision_setting_is_restored_even_after_an_error():
+    before = torch.backends.cuda.matmul.fp32_precision
+    with snippet.fp32_matmul_precision("tf32"):
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    assert torch.backends.cuda.matmul.fp32_precision == before
+    with pytest.raises(KeyError), snippet.fp32_matmul_precision("tf32"):
+        snippet.PRECISIONS["fp8"]
+    assert torch.backends.cuda.matmul.fp32_precision == before
+
+
+def test_triad_and_copy_compute_what_they_say():
+    a, b, c = snippet.make_triad(1000)
+    snippet.triad(a, b, c, scalar=3.0)
+    torch.testing.assert_close(a, b + 3.0 * c)
+    src, dst = snippet.make_copy_buffers(4096)
+    snippet.copy(src, dst)
+    assert torch.equal(src, dst)
+    one = torch.zeros(1)
+    snippet.tiny_op(one)
+    assert one.item() == 1.0
+
+
+def test_bandwidth_and_rates_are_positive():
+    assert snippet.copy_bandwidth_gbs(2**20) > 0
+    assert snippet.matmul_tflops(64, "fp32") > 0
+
+
+def test_roofline_formulas_of_the_snippet():
+    assert snippet.arithmetic_intensity(2, 12) == pytest.approx(1 / 6)
+    # an n x n product in fp16: 2n^3 / (3 n^2 * 2 bytes) = n / 3 flop per byte
+    assert snippet.matmul_intensity(8192, 2) == pytest.approx(8192 / 3)
+    assert snippet.attainable_flops(0.5, bandwidth=3e12, peak=1e15) == pytest.approx(1.5e12)
+    assert snippet.attainable_flops(1e4, bandwidth=3e12, peak=1e15) == pytest.approx(1e15)
+
+
+@pytest.mark.gpus(1)
+def test_gpu_properties_are_read_from_the_device():
+    gpu = snippet.describe_gpu()
+    assert gpu["sm_count"] > 0 and gpu["warp_size"] == 32
+    assert gpu["l2_bytes"] > 2**20 and gpu["memory_bytes"] > 2**30
+    assert gpu["max_threads_per_sm"] % gpu["warp_size"] == 0
+
+
+@pytest.mark.gpus(1)
+def test_tensor_core_precisions_beat_fp32():
+    n = 4096
+    times = {}
+    for precision in ("fp32", "tf32", "bf16"):
+        a, b = snippet.make_operands(n, precision)
+        times[precision] = snippet.median_time(snippet.matmul, a, b, precision, repeats=5)
+    assert times["tf32"] < 0.7 * times["fp32"], times
+    assert times["bf16"] < 0.5 * times["fp32"], times
+
+
+@pytest.mark.gpus(1)
+def test_tf32_setting_takes_effect():
+    # TF32 rounds the inputs to 10 mantissa bits: the error grows by orders of magnitude.
+    assert snippet.relative_error(2048, "tf32") > 10 * snippet.relative_error(2048, "fp32")
+
+
+@pytest.mark.gpus(1)
+def test_gpu_streams_memory_much_faster_than_the_cpu():
+    n = 2**26
+    cpu = snippet.median_time(snippet.triad, *snippet.make_triad(n, "cpu"), repeats=5)
+    gpu = snippet.median_time(snippet.triad, *snippet.make_triad(n, "cuda"), repeats=5)
+    assert gpu < cpu / 3, (gpu, cpu)
+
+
+@pytest.mark.gpus(1)
+def test_one_tiny_op_is_slower_on_the_gpu():
+    cpu = snippet.median_time(snippet.tiny_op, torch.zeros(1), repeats=200)
+    gpu = snippet.median_time(snippet.tiny_op, torch.zeros(1, device="cuda"), repeats=200)
+    assert gpu > 1.5 * cpu, (gpu, cpu)
+
+
+# --- the roofline chart's math (fieldguide/roofline.py), on fake timing records ---
+
+RUN = {"gpu_name": "Fake GPU", "compute_capability": "9.0", "sm_count": 132,
+       "memory_bytes": 80 * 2**30, "driver": "580.1", "cuda_runtime": "13.0", "torch": "2.11.0",
+       "cupy": "14.2.0", "python": "3.12.3", "git_commit": "abcdef1234" + "0" * 30,
+       "date": "2026-11-21T00:00:00+00:00"}
+
+
+def fake(name, median, **extra):
+    stats = {"median": median, "q1": median, "q3": median, "iqr": 0.0, "mean": median,
+             "stddev": 0.0, "min": median, "max": median, "rounds": 10}
+    return Record(name, {"run": "r", "stats": stats, "extra": extra, "files": []}, RUN)
+
+
+COPY = fake("t.copy", 1e-3, bytes=3e9)                       # 3 TB/s
+FP32 = fake("t.matmul[fp32]", 1.0, flops=50e12, label="fp32")  # 50 TFLOP/s
+BF16 = fake("t.matmul[bf16]", 1.0, flops=700e12)               # 700 TFLOP/s, label from the id
+TRIAD = fake("t.triad", 4e-3, flops=2e9, bytes=12e9, kind="elementwise", label="triad")
+SMALL = fake("t.mm[32]", 1e-5, flops=2 * 32**3, bytes=3 * 32 * 32 * 4, roof="fp32")
+
+
+def test_roofline_ceilings_from_records():
+    assert roofline.bandwidth_of(COPY) == pytest.approx(3e12)
+    roofs = [roofline.roof_of(FP32), roofline.roof_of(BF16)]
+    assert [(r.label, r.flops_per_s) for r in roofs] == [("fp32", 50e12), ("bf16", 700e12)]
+    assert roofline.ridge(3e12, 700e12) == pytest.approx(233.3, rel=1e-3)
+    with pytest.raises(TimingError):
+        roofline.roof_of(COPY)
+
+
+def test_roofline_points_from_records():
+    points = roofline.points_of([COPY, TRIAD, SMALL], series="kind")
+    assert [p.name for p in points] == ["t.triad", "t.mm[32]"]  # the copy has no flops
+    triad, small = points
+    assert triad.intensity == pytest.approx(1 / 6) and triad.flops_per_s == pytest.approx(0.5e12)
+    assert triad.group == "elementwise" and small.group == "t.mm"  # falls back to the name
+    assert roofline.bound(triad.intensity, 3e12, 700e12) == "memory"
+    assert roofline.attainable(triad.intensity, 3e12, 700e12) == pytest.approx(0.5e12)
+    roofs = [roofline.roof_of(FP32), roofline.roof_of(BF16)]
+    assert roofline.roof_for(small, roofs).label == "fp32"
+    assert roofline.roof_for(triad, roofs).label == "bf16"
+    with pytest.raises(TimingError):
+        roofline.points_of([COPY])
+
+
+def test_roofline_rejects_nonsense():
+    with pytest.raises(ValueError):
+        roofline.arithmetic_intensity(1.0, 0)
+    with pytest.raises(ValueError):
+        roofline.achieved(1.0, 0.0)
+
+
+def test_roofline_draws_light_and_dark_svgs_and_a_table():
+    roofs = [roofline.roof_of(FP32), roofline.roof_of(BF16)]
+    points = roofline.points_of([TRIAD, SMALL])
+    svgs = roofline.draw(3e12, roofs, points, title="fake")
+    assert set(svgs) == {"light", "dark"} and all(s.lstrip().startswith("<?xml") for s in svgs.values())
+    assert "fp32 50 TFLOP/s" in svgs["light"] and "memory 3000 GB/s" in svgs["dark"]
+    table = roofline.summary_markdown(3e12, roofs, points)
+    assert "Memory roof 3000 GB/s" in table and "ridge at 16.7 flop/byte" in table
+    assert "| `t.mm[32]` | 5.33 | 6.55 GFLOP/s | fp32 | 0.041% | memory |" in table
+    assert "| `t.triad` | 0.167 | 0.5 TFLOP/s | – | 100% | memory |" in table
+
+
+def test_roofline_hook_renders_a_figure_and_its_numbers(tmp_path):
+    pytest.importorskip("mkdocs")  # the hook needs MkDocs, which GPU machines may lack
+    import importlib.util
+    from types import SimpleNamespace
+
+    from fieldguide import ROOT, shortcodes
+    from fieldguide.timings import SCHEMA, Timings
+
+    spec = importlib.util.spec_from_file_location("timing_roofline", ROOT / "hooks" / "timing_roofline.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    records = [COPY, FP32, BF16, TRIAD, SMALL]
+    timings = Timings({"schema": SCHEMA, "gpu": "Fake GPU", "runs": {"r": RUN},
+                       "benchmarks": {r.name: r.data for r in records}}, tmp_path / "fake.json")
+    ctx = shortcodes.Context(load=lambda gpu: timings, root=tmp_path)
+    page = SimpleNamespace(url="foundations/cpu-vs-gpu/")
+    markdown = ("<!-- timing-roofline: t.copy t.matmul[fp32],t.matmul[bf16] points=t.*,t.triad "
+                "series=kind -->\n\n<!-- timing-roofline: t.copy t.matmul[fp8] points=t.* -->")
+    out = shortcodes.replace(markdown, {"roofline"}, lambda c: hook._render(c, ctx, page), ctx.problems)
+    assert out.count('roofline-light.svg#only-light"') == 1 and out.count("roofline-dark.svg") == 1
+    assert "Measured on Fake GPU" in out and "Memory roof 3000 GB/s" in out
+    assert out.count("| `t.triad` |") == 1  # matched by two patterns, drawn once
+    assert "| `t.matmul[fp32]` |" not in out  # a roof without `bytes` is not a point
+    assert "[timing unavailable: roofline]" in out
+    assert len(ctx.problems) == 1 and "no benchmark 't.matmul[fp8]'" in ctx.problems[0]

@@ -1,0 +1,166 @@
+"""Claims of docs/foundations/processes-threads-gil.md (all on the CPU; CI has 2 cores)."""
+
+import asyncio
+import multiprocessing
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from snippets.foundations import processes_threads_gil as snippet
+
+pytestmark = pytest.mark.snippet("snippets/foundations/processes_threads_gil.py")
+
+SPAWN = multiprocessing.get_context("spawn")  # the strictest start method: what macOS and Windows use
+needs_two_cpus = pytest.mark.skipif(snippet.usable_cpus() < 2, reason="needs 2 usable CPUs")
+
+
+def busy():
+    """Other jobs keep the CPUs occupied (a shared box): a speedup cannot show there.
+
+    The test run itself accounts for a load of about 1, so allow that much and no more.
+    """
+    return hasattr(os, "getloadavg") and os.getloadavg()[0] > snippet.usable_cpus() - 0.5
+
+
+needs_idle_cpus = pytest.mark.skipif(
+    busy(), reason="machine busy (load average near the CPU count): speedups not measurable")
+
+
+def best_of_interleaved(repeats, a, b):
+    """Shortest times of two zero-argument callables, run alternately so both see the same noise."""
+    times_a, times_b = [], []
+    for _ in range(repeats):
+        times_a.append(snippet.timed(a)[1])
+        times_b.append(snippet.timed(b)[1])
+    return min(times_a), min(times_b)
+
+
+def test_usable_cpus_is_sane():
+    assert 1 <= snippet.usable_cpus() <= os.cpu_count()
+
+
+def test_cpu_bound_matches_a_closed_form():
+    # i*i % 7 repeats with period 7: 0, 1, 4, 2, 2, 4, 1 (sum 14)
+    n = 7 * 1000 + 3
+    assert snippet.cpu_bound(n) == 14 * 1000 + (0 + 1 + 4)
+
+
+def test_every_runner_returns_the_same_results_in_order():
+    tasks = [1_000 + k for k in range(6)]
+    expected = [snippet.cpu_bound(n) for n in tasks]
+    assert snippet.run_serial(snippet.cpu_bound, tasks) == expected
+    assert snippet.run_threads(snippet.cpu_bound, tasks, 3) == expected
+    assert snippet.run_processes(snippet.cpu_bound, tasks, 2, mp_context=SPAWN) == expected
+    with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:
+        assert snippet.run_in_pool(pool, snippet.cpu_bound, tasks, chunksize=4) == expected
+
+
+def test_module_level_functions_work_under_spawn_and_lambdas_do_not():
+    # spawn pickles the function by name; the worker imports its module to find it.
+    with snippet.ProcessPoolExecutor(max_workers=1, mp_context=SPAWN) as pool:
+        assert snippet.run_in_pool(pool, snippet.cpu_bound, [10]) == [snippet.cpu_bound(10)]
+        # PicklingError, or before Python 3.14 "AttributeError: Can't pickle local object"
+        with pytest.raises((pickle.PicklingError, AttributeError)):
+            snippet.run_in_pool(pool, lambda n: n, [1])
+
+
+def test_numpy_sort_in_threads_gives_the_serial_results():
+    arrays = snippet.make_arrays(3, 10_000)
+    serial = snippet.run_serial(snippet.sort_copy, arrays)
+    threaded = snippet.run_threads(snippet.sort_copy, arrays, 3)
+    for s, t, a in zip(serial, threaded, arrays, strict=True):
+        assert np.array_equal(s, t)
+        assert np.all(np.diff(t) >= 0)
+        assert not np.array_equal(a, t), "sort_copy must leave its input alone"
+
+
+def test_gathered_waits_overlap():
+    delay, count = 0.1, 10
+    results, total = snippet.timed(asyncio.run, snippet.all_at_once(count, delay))
+    assert results == list(range(count))
+    assert total < 2 * delay, f"{count} gathered waits of {delay} s took {total:.3f} s"
+
+
+def test_awaiting_one_after_another_adds_up():
+    delay, count = 0.02, 5
+    results, total = snippet.timed(asyncio.run, snippet.one_after_another(count, delay))
+    assert results == list(range(count))
+    assert total >= 0.9 * count * delay
+
+
+def test_threads_overlap_blocking_waits():
+    delay, count = 0.1, 8
+    results, total = snippet.timed(snippet.run_threads, snippet.blocking_request, [delay] * count,
+                                   count)
+    assert results == [delay] * count
+    assert total < 2 * delay
+
+
+def test_gil_status_reports_this_interpreter():
+    free_threaded_build, gil_enabled = snippet.gil_status()
+    assert isinstance(free_threaded_build, bool) and isinstance(gil_enabled, bool)
+    if not free_threaded_build:
+        assert gil_enabled, "a standard build always has its GIL"
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 8, 9, 100])
+@pytest.mark.parametrize("parts", [1, 3, 4])
+def test_split_evenly_covers_everything_fairly(count, parts):
+    items = list(range(count))
+    pieces = snippet.split_evenly(items, parts)
+    assert len(pieces) == parts
+    assert [x for piece in pieces for x in piece] == items
+    sizes = [len(p) for p in pieces]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_chunked_task_computes_the_same_total():
+    ns = [100 + k for k in range(50)]
+    pieces = snippet.split_evenly(ns, 4)
+    assert sum(snippet.sum_of_cpu_bound(p) for p in pieces) == sum(map(snippet.cpu_bound, ns))
+
+
+@pytest.mark.skipif(not snippet.gil_status()[1], reason="free-threaded Python: the GIL is off")
+def test_threads_do_not_speed_up_pure_python():
+    tasks = [300_000] * 2
+    serial, threads = best_of_interleaved(
+        2, lambda: snippet.run_serial(snippet.cpu_bound, tasks),
+        lambda: snippet.run_threads(snippet.cpu_bound, tasks, 2))
+    # With the GIL only one thread runs Python at a time: no real gain (allow for noise).
+    assert threads > 0.7 * serial, (serial, threads)
+
+
+@needs_two_cpus
+@needs_idle_cpus
+def test_processes_speed_up_pure_python():
+    tasks = [1_000_000] * 2  # about 0.3 s of work in total on a CI core
+    with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:
+        snippet.run_in_pool(pool, snippet.cpu_bound, [10, 10])  # start the workers
+        serial, processes = best_of_interleaved(
+            4, lambda: snippet.run_serial(snippet.cpu_bound, tasks),
+            lambda: snippet.run_in_pool(pool, snippet.cpu_bound, tasks))
+    assert serial > 1.3 * processes, (serial, processes)
+
+
+@needs_two_cpus
+@needs_idle_cpus
+def test_threads_speed_up_numpy_sort():
+    arrays = snippet.make_arrays(2, 2_000_000)
+    serial, threads = best_of_interleaved(
+        3, lambda: snippet.run_serial(snippet.sort_copy, arrays),
+        lambda: snippet.run_threads(snippet.sort_copy, arrays, 2))
+    assert threads < 0.85 * serial, (serial, threads)
+
+
+@needs_two_cpus
+def test_one_chunk_per_worker_beats_one_message_per_tiny_task():
+    tiny = [200] * 2_000
+    with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:
+        snippet.run_in_pool(pool, snippet.cpu_bound, [10, 10])
+        one_each, chunked = best_of_interleaved(
+            2, lambda: snippet.run_in_pool(pool, snippet.cpu_bound, tiny),
+            lambda: snippet.run_in_pool(pool, snippet.sum_of_cpu_bound,
+                                        snippet.split_evenly(tiny, 2)))
+    assert chunked < 0.7 * one_each, (one_each, chunked)
