@@ -61,3 +61,105 @@ class TestPinnedMemory:
     def test_non_blocking_hides_the_copy_behind_cpu_work(self, h100):
         assert value(h100, "pinned_memory.overlap[non_blocking]") < value(
             h100, "pinned_memory.overlap[blocking]")
+
+
+class TestStreams:
+    def test_overlap_efficiency_is_at_least_090(self, h100):
+        assert value(h100, "streams.overlapped", "overlap_efficiency") >= 0.9
+
+
+class TestCudaGraphs:
+    def test_graph_cuts_time_per_operation_at_least_fivefold(self, h100):
+        eager = value(h100, "cuda_graphs.chain[eager-200ops]", "per_op")
+        graph = value(h100, "cuda_graphs.chain[graph-200ops]", "per_op")
+        assert eager >= 5 * graph
+
+
+class TestAsyncExecution:
+    def test_a_sync_every_step_costs_time(self, h100):
+        assert value(h100, "async_execution.train_loop[every-step]") > value(
+            h100, "async_execution.train_loop[every-50]")
+
+    def test_launch_blocking_slows_the_loop(self, h100):
+        assert value(h100, "async_execution.launch_blocking[blocking]", "step_us") > value(
+            h100, "async_execution.launch_blocking[default]", "step_us")
+
+
+class TestDataLoading:
+    def test_workers_give_at_least_three_times_the_throughput(self, h100):
+        alone = value(h100, "data_loading.loader[0]", "items_per_s")
+        best = max(value(h100, f"data_loading.loader[{n}]", "items_per_s") for n in (1, 2, 4, 8))
+        assert best >= 3 * alone
+
+    def test_gpu_resident_augmentation_beats_the_dataloader(self, h100):
+        assert value(h100, "data_loading.augment[gpu]", "items_per_s") > value(
+            h100, "data_loading.augment[dataloader]", "items_per_s")
+
+
+class TestProfiling:
+    def test_one_tiny_kernel_reads_as_busy_but_draws_little_power(self, h100):
+        assert value(h100, "profiling.busy[tiny]", "utilization_pct") >= 80
+        assert value(h100, "profiling.busy[tiny]", "power_w") < 0.8 * value(
+            h100, "profiling.busy[matmul]", "power_w")
+
+
+class TestCpuVsGpu:
+    def test_tiny_op_is_slower_on_gpu_and_triad_faster(self, h100):
+        assert value(h100, "cpu_vs_gpu.tiny_op[gpu]") > value(h100, "cpu_vs_gpu.tiny_op[cpu]")
+        assert value(h100, "cpu_vs_gpu.triad[gpu]") < value(h100, "cpu_vs_gpu.triad[cpu]")
+
+    def test_lower_precisions_are_faster_and_less_exact(self, h100):
+        fp32 = h100.record("cpu_vs_gpu.matmul[fp32]")
+        for precision in ("tf32", "fp16", "bf16"):
+            record = h100.record(f"cpu_vs_gpu.matmul[{precision}]")
+            assert record.value("median") < fp32.value("median")
+            assert record.value("relative_error") > fp32.value("relative_error")
+
+
+class TestWhenToUseAGpu:
+    def test_small_sizes_favour_the_cpu(self, h100):
+        for case, size in (("elementwise", 1024), ("matmul", 32)):
+            assert value(h100, f"when_to_use_a_gpu.{case}[cpu-{size}]") < value(
+                h100, f"when_to_use_a_gpu.{case}[gpu-transfers-{size}]")
+
+    def test_largest_matmul_favours_the_gpu_even_with_transfers(self, h100):
+        record = h100.record("when_to_use_a_gpu.crossover[matmul]")
+        assert record.value("speedup_with_transfers_at_largest") > 1
+
+    def test_transfers_are_most_of_the_large_elementwise_time(self, h100):
+        record = h100.record("when_to_use_a_gpu.crossover[elementwise]")
+        assert record.value("transfer_share_at_largest") > 0.5
+        assert record.value("speedup_resident_at_largest") > 1
+
+    def test_a_python_loop_of_tiny_steps_is_slower_on_the_gpu(self, h100):
+        assert value(h100, "when_to_use_a_gpu.sequential[loop-gpu]") > value(
+            h100, "when_to_use_a_gpu.sequential[loop-cpu]")
+
+
+class TestCupyAndNumpy:
+    def test_cupy_beats_numpy_on_the_16000_product(self, h100):
+        for precision in ("fp64", "fp32"):
+            assert value(h100, f"cupy_and_numpy.matmul_cupy[{precision}]") < value(
+                h100, f"cupy_and_numpy.matmul_numpy[{precision}]")
+
+    def test_fused_kernel_beats_three_kernels(self, h100):
+        assert value(h100, "cupy_and_numpy.affine_clamp[fused]") < value(
+            h100, "cupy_and_numpy.affine_clamp[unfused]")
+
+
+class TestDiffusion:
+    GPU_VARIANTS = ("torch_compile", "cupy_kernel", "cupy_graph")
+
+    def test_fastest_step_reaches_075_of_copy_bandwidth_at_4096(self, h100):
+        copy = value(h100, "diffusion.copy_ceiling[4096]", "bandwidth_gbs")
+        best = max(value(h100, f"diffusion.step[{v}-4096]", "bandwidth_gbs")
+                   for v in self.GPU_VARIANTS)
+        assert best >= 0.75 * copy
+
+    def test_seed_step_stays_under_010_of_copy_bandwidth(self, h100):
+        copy = value(h100, "diffusion.copy_ceiling[4096]", "bandwidth_gbs")
+        assert value(h100, "diffusion.step[torch_seed-4096]", "bandwidth_gbs") < 0.1 * copy
+
+    def test_graphs_remove_launch_overhead_on_the_small_grid(self, h100):
+        assert value(h100, "diffusion.step[cupy_graph-640]", "per_op") < 0.5 * value(
+            h100, "diffusion.step[cupy_kernel-640]", "per_op")

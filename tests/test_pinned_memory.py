@@ -35,6 +35,7 @@ def test_copies_arrive_intact(snippet):
     for direction in ("h2d", "d2h"):
         for pinned in (False, True):
             src, dst = snippet.make_buffers(MiB, pinned, direction)
+            src.fill_(1)  # make_buffers only touches the host side; give the source content
             dst.zero_()
             snippet.copy_and_wait(src, dst)
             assert dst.cpu().eq(1).all()

@@ -124,9 +124,9 @@ def test_chunked_task_computes_the_same_total():
 
 @pytest.mark.skipif(not snippet.gil_status()[1], reason="free-threaded Python: the GIL is off")
 def test_threads_do_not_speed_up_pure_python():
-    tasks = [300_000] * 2
+    tasks = [1_000_000] * 2
     serial, threads = best_of_interleaved(
-        2, lambda: snippet.run_serial(snippet.cpu_bound, tasks),
+        3, lambda: snippet.run_serial(snippet.cpu_bound, tasks),
         lambda: snippet.run_threads(snippet.cpu_bound, tasks, 2))
     # With the GIL only one thread runs Python at a time: no real gain (allow for noise).
     assert threads > 0.7 * serial, (serial, threads)

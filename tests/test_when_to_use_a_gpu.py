@@ -87,7 +87,10 @@ def test_gpu_with_transfers_wins_the_largest_matmul():
 @pytest.mark.gpus(1)
 @pytest.mark.parametrize(("case", "size"), [("elementwise", 2**10), ("matmul", 32)])
 def test_cpu_wins_the_smallest_sizes(case, size):
-    times = snippet.compare(case, size, repeats=20)
+    # Best of three medians: other work in this test process (worker pools, threads) can
+    # stall the CPU path for milliseconds, which says nothing about the claim.
+    runs = [snippet.compare(case, size, repeats=20) for _ in range(3)]
+    times = {path: min(run[path] for run in runs) for path in runs[0]}
     assert times["cpu"] < times["gpu_with_transfers"], times
 
 
