@@ -134,6 +134,16 @@ def replace(markdown: str, kinds: set[str], render: Callable[[Shortcode], str],
     return "".join(out)
 
 
+def render_page(markdown: str, page, config, renderers: dict[str, Callable], log) -> str:
+    """What every timing hook does to a page: render its kinds, log each problem once."""
+    ctx = context_from_config(config)
+    markdown = replace(markdown, set(renderers),
+                       lambda code: renderers[code.kind](code, ctx, page), ctx.problems)
+    for problem in ctx.report():
+        log.warning("%s: %s", page.file.src_uri, problem)
+    return markdown
+
+
 def unknown_kinds(markdown: str) -> list[str]:
     return [code.text for _, code in find(markdown) if code.kind not in KINDS]
 
@@ -144,7 +154,7 @@ def captions(records: list[Record]) -> str:
     return f'<p class="timing-caption">{body}</p>'
 
 
-def render_table(code: Shortcode, ctx: Context) -> str:
+def render_table(code: Shortcode, ctx: Context, page=None) -> str:
     if not code.args:
         raise ValueError("timing-table needs at least one benchmark name or pattern")
     records = ctx.records(code, code.args)
@@ -161,7 +171,7 @@ def table_markdown(records: list[Record], columns: list[str]) -> str:
     return "\n".join(["", head, rule, *rows, "", captions(records), ""])
 
 
-def render_value(code: Shortcode, ctx: Context) -> str:
+def render_value(code: Shortcode, ctx: Context, page=None) -> str:
     if len(code.args) not in (2, 3):
         raise ValueError("timing-value takes NAME FIELD [FORMAT]")
     name, field_name, *spec = code.args
@@ -169,7 +179,7 @@ def render_value(code: Shortcode, ctx: Context) -> str:
     return format_value(field_name, record.value(field_name), spec[0] if spec else None)
 
 
-def render_ratio(code: Shortcode, ctx: Context) -> str:
+def render_ratio(code: Shortcode, ctx: Context, page=None) -> str:
     if len(code.args) not in (2, 3):
         raise ValueError("timing-ratio takes NAME[:FIELD] NAME[:FIELD] [FORMAT]")
     values = []

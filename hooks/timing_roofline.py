@@ -7,24 +7,14 @@ The memory roof is BANDWIDTH_BENCH's `bandwidth_gbs`; each PEAK_BENCH gives a co
 `flops` / median. Every benchmark matched by the point globs that recorded both `flops` and `bytes`
 becomes a point (intensity flops/bytes, rate flops/median), grouped in the legend by the extra
 named by `series` (default: the benchmark's name without its parameters). Drawing is in
-fieldguide/roofline.py; the SVGs are written after the build beside the timing charts.
+fieldguide/roofline.py; fieldguide/figures.py embeds the SVGs and writes them after the build.
 """
 
-import hashlib
 import logging
-from pathlib import Path
 
-from mkdocs.utils import get_relative_url
-
-from fieldguide import roofline, shortcodes
+from fieldguide import figures, roofline, shortcodes
 
 log = logging.getLogger("mkdocs.hooks.timing_roofline")
-CHART_DIR = "assets/charts"
-_svgs: dict[str, str] = {}
-
-
-def on_config(config):
-    _svgs.clear()
 
 
 def _render(code, ctx, page):
@@ -42,35 +32,13 @@ def _render(code, ctx, page):
     title = code.options.get("title")
     svgs = roofline.draw(bandwidth, roofs, points, title=title)
     alt = title or "Roofline: measured memory and compute ceilings, with benchmarks placed beneath them"
-    imgs = []
-    for theme, svg in svgs.items():
-        name = f"{CHART_DIR}/{hashlib.sha256(svg.encode()).hexdigest()[:16]}-roofline-{theme}.svg"
-        _svgs[name] = svg
-        src = get_relative_url(name, page.url)
-        imgs.append(f'<img src="{src}#only-{theme}" alt="{alt}" loading="lazy">')
     used = [bandwidth_record, *peak_records,
             *(r for r in point_records if r.name in points_by_name)]
-    summary = roofline.summary_markdown(bandwidth, roofs, points).replace("\n", "\n    ")
-    return (
-        f'\n<figure class="timing-chart">\n{chr(10).join(imgs)}\n'
-        f"<figcaption>{shortcodes.captions(used)}</figcaption>\n</figure>\n\n"
-        f'??? note "The numbers behind this figure"\n\n    {summary}\n'
-    )
+    summary = roofline.summary_markdown(bandwidth, roofs, points)
+    return figures.embed(svgs, alt, shortcodes.captions(used), summary, page.url)
 
 
 def on_page_markdown(markdown, page, config, files):
     if "timing-roofline" not in markdown:
         return markdown
-    ctx = shortcodes.context_from_config(config)
-    markdown = shortcodes.replace(markdown, {"roofline"}, lambda c: _render(c, ctx, page), ctx.problems)
-    for problem in ctx.report():
-        log.warning("%s: %s", page.file.src_uri, problem)
-    return markdown
-
-
-def on_post_build(config):
-    out = Path(config.site_dir)
-    for name, svg in _svgs.items():
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(svg, encoding="utf-8")
+    return shortcodes.render_page(markdown, page, config, {"roofline": _render}, log)

@@ -10,22 +10,17 @@ import logging
 from fieldguide import shortcodes
 
 log = logging.getLogger("mkdocs.hooks.timing_tables")
+RENDERERS = {
+    "table": shortcodes.render_table,
+    "value": shortcodes.render_value,
+    "ratio": shortcodes.render_ratio,
+}
 
 
 def on_page_markdown(markdown, page, config, files):
     if "timing-" not in markdown:
         return markdown
-    ctx = shortcodes.context_from_config(config)
-    renderers = {
-        "table": lambda code: shortcodes.render_table(code, ctx),
-        "value": lambda code: shortcodes.render_value(code, ctx),
-        "ratio": lambda code: shortcodes.render_ratio(code, ctx),
-    }
-    markdown = shortcodes.replace(
-        markdown, set(renderers), lambda code: renderers[code.kind](code), ctx.problems
-    )
     for text in shortcodes.unknown_kinds(markdown):
-        ctx.problems.append(f"{text}: unknown shortcode; use one of {', '.join(shortcodes.KINDS)}")
-    for problem in ctx.report():
-        log.warning("%s: %s", page.file.src_uri, problem)
-    return markdown
+        log.warning("%s: %s: unknown shortcode; use one of %s",
+                    page.file.src_uri, text, ", ".join(shortcodes.KINDS))
+    return shortcodes.render_page(markdown, page, config, RENDERERS, log)

@@ -188,7 +188,7 @@ def test_roofline_hook_renders_a_figure_and_its_numbers(tmp_path):
     markdown = ("<!-- timing-roofline: t.copy t.matmul[fp32],t.matmul[bf16] points=t.*,t.triad "
                 "series=kind -->\n\n<!-- timing-roofline: t.copy t.matmul[fp8] points=t.* -->")
     out = shortcodes.replace(markdown, {"roofline"}, lambda c: hook._render(c, ctx, page), ctx.problems)
-    assert out.count('roofline-light.svg#only-light"') == 1 and out.count("roofline-dark.svg") == 1
+    assert out.count('-light.svg#only-light"') == 1 and out.count('-dark.svg#only-dark"') == 1
     assert "Measured on Fake GPU" in out and "Memory roof 3000 GB/s" in out
     assert out.count("| `t.triad` |") == 1  # matched by two patterns, drawn once
     assert "| `t.matmul[fp32]` |" not in out  # a roof without `bytes` is not a point
