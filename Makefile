@@ -10,6 +10,7 @@ PY        := $(VENV)/bin/python
 GPU_PYTHON ?= python3
 HOST      ?= 127.0.0.1
 PORT      ?= 8000
+PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/test_streams.py -x"
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
 .PHONY: help serve build test test-gpu lint timings timings-list lock browser clean
@@ -51,7 +52,8 @@ test: $(VENV)/.test browser ## Set up and run everything CI runs: lint, tests (C
 	$(PY) -m pytest
 
 test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if any GPU test is skipped
-	$(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider -m "not browser"  # CI=true there too; the browser check is CPU CI's
+	@# -m "not browser": CI=true on a GPU runner too, and the browser check is CPU CI's job.
+	$(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider -m "not browser" $(PYTEST_ARGS)
 
 timings: ## On a CUDA machine: run the benchmarks and rewrite timings/<gpu>.json
 	$(GPU_PYTHON) -m fieldguide.timing_run
