@@ -14,7 +14,7 @@ from snippets.execution import async_execution as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/execution/async_execution.py"), pytest.mark.gpus(1)]
 
-STEPS = 200  # training steps per timed round
+STEPS = 100  # training steps per timed round
 
 
 @pytest.mark.parametrize("what", ["launch", "launch-and-wait"])
@@ -42,7 +42,7 @@ def bench_train_loop(benchmark, every):
         snippet.sync()
 
     benchmark.extra_info.update(ops=STEPS, every=every, width=snippet.width, batch=snippet.batch)
-    benchmark.pedantic(run, setup=snippet.sync, rounds=10, warmup_rounds=2)
+    benchmark.pedantic(run, setup=snippet.sync, rounds=5, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("source", ["cached", "fresh"])

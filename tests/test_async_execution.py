@@ -100,7 +100,8 @@ def test_queueing_returns_long_before_the_work_is_done():
 def test_item_every_step_is_slower_than_every_50():
     every_step = snippet.seconds_per_step(every=1)
     every_50 = snippet.seconds_per_step(every=50)
-    assert every_step > 1.05 * every_50, (every_step, every_50)
+    # The host work (a few ms per step) overlaps the GPU only without the per-step sync.
+    assert every_step > 1.15 * every_50, (every_step, every_50)
 
 
 @pytest.mark.gpus(1)

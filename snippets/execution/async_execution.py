@@ -101,8 +101,8 @@ def positive_sum_without_sync(x):
 
 
 # --8<-- [start:model]
-width = 1024 if device.type == "cuda" else 64
-batch = 512 if device.type == "cuda" else 64
+width = 2048 if device.type == "cuda" else 64  # on a GPU, enough work to set the pace
+batch = 4096 if device.type == "cuda" else 64
 
 
 def make_model(seed=0):
@@ -131,6 +131,12 @@ def train_step(model, optimizer, x, y):
     loss.backward()
     optimizer.step()
     return loss.detach()
+
+
+def host_work():
+    """What the host does every step besides queuing kernels: preparing the next batch,
+    bookkeeping, logging. Here a stand-in: a couple of milliseconds of plain Python."""
+    return sum(i * i for i in range(40_000))
 # --8<-- [end:model]
 
 
@@ -141,7 +147,8 @@ def train_reading_every_step(model, optimizer, batches, steps):
     for step in range(steps):
         x, y = batches[step % len(batches)]
         loss = train_step(model, optimizer, x, y)
-        losses.append(loss.item())  # a synchronization point
+        losses.append(loss.item())  # a synchronization point: the GPU drains its queue
+        host_work()                 # ...and idles while the host does this
     return losses
 
 
@@ -151,6 +158,7 @@ def train_reading_every(model, optimizer, batches, steps, every=50):
     for step in range(steps):
         x, y = batches[step % len(batches)]
         pending.append(train_step(model, optimizer, x, y))  # stays on the GPU
+        host_work()  # runs while the GPU works through the step just queued
         if len(pending) == every or step == steps - 1:
             losses += torch.stack(pending).tolist()  # one sync per `every` steps
             pending.clear()
@@ -213,10 +221,21 @@ import os
 import subprocess
 import sys
 
-STEP_TIMER = (
-    "import json; from snippets.execution.async_execution import seconds_per_step; "
-    "print(json.dumps(seconds_per_step(every=50)))"
-)
+STEP_TIMER = """
+import json, time, torch
+x = torch.randn(2**20, device="cuda")
+def step(x):                      # 40 small kernels, each about as long as its launch
+    for _ in range(20):
+        x = x * 1.0001 + 0.0001
+    return x
+step(x)
+torch.cuda.synchronize()
+start = time.perf_counter()
+for _ in range(200):
+    x = step(x)
+torch.cuda.synchronize()
+print(json.dumps((time.perf_counter() - start) / 200))
+"""
 
 
 def seconds_per_step_in_fresh_process(launch_blocking):
