@@ -69,4 +69,6 @@ def test_pages_builds_with_read_and_deploys_with_pages_permissions():
     assert deploy["needs"] == "build"
     assert deploy["environment"]["name"] == "github-pages"
     assert "make build" in runs(pages)
+    build_step = next(s for s in pages["jobs"]["build"]["steps"] if s.get("run") == "make build")
+    assert build_step["env"]["SITE_URL"].startswith("https://")  # the served path of the site
     assert {"actions/upload-pages-artifact", "actions/deploy-pages"} <= set(uses(pages))
