@@ -5,6 +5,7 @@
                        [xlabel="..."] [ylabel="..."] [title="..."] [gpu=SLUG] -->
     <!-- timing-value: NAME FIELD [FORMAT] [gpu=SLUG] -->
     <!-- timing-ratio: NAME[:FIELD] NAME[:FIELD] [FORMAT] [gpu=SLUG] -->
+    <!-- timing-crossover: SLOW_GLOB FAST_GLOB x=FIELD [FORMAT] [gpu=SLUG] -->
     <!-- timing-timeline: NAME [title="..."] [gpu=SLUG] -->   (draws extra["timeline"])
 
 `*` is the only wildcard in a GLOB. FIELD is a stat (median, iqr, q1, q3, mean, stddev, min, max,
@@ -29,7 +30,7 @@ from fieldguide.timings import (
     format_value,
 )
 
-KINDS = ("table", "chart", "value", "ratio", "timeline", "roofline")
+KINDS = ("table", "chart", "value", "ratio", "crossover", "timeline", "roofline")
 SHORTCODE = re.compile(r"<!--\s*timing-(?P<kind>[\w-]+):(?P<body>.*?)-->", re.DOTALL)
 
 COLUMN_LABELS = {
@@ -189,3 +190,28 @@ def render_ratio(code: Shortcode, ctx: Context, page=None) -> str:
         values.append(record.value(field_name or "median"))
     spec = code.args[2] if len(code.args) == 3 else ".2g"
     return format(values[0] / values[1], spec)
+
+
+def render_crossover(code: Shortcode, ctx: Context, page=None) -> str:
+    """The smallest x from which FAST's median beats SLOW's at that x and every larger one.
+
+    Pairs the records of two sweeps by their x field, e.g. the CPU and GPU timings of one
+    operation over sizes; says so when FAST never stays ahead.
+    """
+    if len(code.args) not in (2, 3) or "x" not in code.options:
+        raise ValueError("timing-crossover takes SLOW_GLOB FAST_GLOB x=FIELD [FORMAT]")
+    x = code.options["x"]
+    slow = {r.value(x): r.value("median") for r in ctx.records(code, [code.args[0]])}
+    fast = {r.value(x): r.value("median") for r in ctx.records(code, [code.args[1]])}
+    shared = sorted(slow.keys() & fast.keys())
+    if not shared:
+        raise TimingError(f"{code.args[0]} and {code.args[1]} share no value of {x!r}")
+    winning_from = None
+    for size in reversed(shared):
+        if fast[size] >= slow[size]:
+            break
+        winning_from = size
+    if winning_from is None:
+        return f"at none of the sizes measured (up to {x} = {format_value(x, shared[-1])})"
+    spec = code.args[2] if len(code.args) == 3 else None
+    return f"from {x} = {format_value(x, winning_from, spec)} upwards"

@@ -1,6 +1,6 @@
 """MkDocs hook: timing tables and numbers in prose, filled from timings/<gpu>.json.
 
-Replaces `timing-table`, `timing-value` and `timing-ratio` shortcodes (see
+Replaces `timing-table`, `timing-value`, `timing-ratio` and `timing-crossover` shortcodes (see
 fieldguide/shortcodes.py). A missing benchmark, an unknown field or a stale hash is logged as a
 warning naming the page, so `mkdocs build --strict` fails on it.
 """
@@ -14,6 +14,7 @@ RENDERERS = {
     "table": shortcodes.render_table,
     "value": shortcodes.render_value,
     "ratio": shortcodes.render_ratio,
+    "crossover": shortcodes.render_crossover,
 }
 
 

@@ -39,8 +39,11 @@ def project(tmp_path):
     snippet = tmp_path / "snippet.py"
     snippet.write_text("x = 1\n")
     files = [{"path": "snippet.py", "sha256": sha256_of(snippet)}]
-    data = {"schema": SCHEMA, "gpu": RUN["gpu_name"], "runs": {"r1": RUN}, "benchmarks": {
-        f"copy[{n}]": record(n, n / 50e9, files) for n in (2**10, 2**20, 2**30)}}
+    benchmarks = {f"copy[{n}]": record(n, n / 50e9, files) for n in (2**10, 2**20, 2**30)}
+    # a second sweep that wins only at the smallest size
+    benchmarks |= {f"slow[{n}]": record(n, 1e-9 if n == 2**10 else n / 10e9, files)
+                   for n in (2**10, 2**20, 2**30)}
+    data = {"schema": SCHEMA, "gpu": RUN["gpu_name"], "runs": {"r1": RUN}, "benchmarks": benchmarks}
     (tmp_path / "timings" / "fake-gpu-9000.json").write_text(json.dumps(data))
     (tmp_path / "mkdocs.yml").write_text(textwrap.dedent(f"""
         site_name: hook test
@@ -66,6 +69,8 @@ def test_renders_table_value_ratio_and_chart(project):
         # Copies
         Large copies ran at <!-- timing-value: copy[1073741824] bandwidth_gbs .1f --> GB/s,
         <!-- timing-ratio: copy[1073741824] copy[1024] .0f -->× the time of a small one.
+        Fast beats slow <!-- timing-crossover: slow[*] copy[*] x=bytes -->; never
+        <!-- timing-crossover: copy[*] slow[*] x=bytes -->.
 
         <!-- timing-table: copy[*] columns=median,bandwidth_gbs -->
 
@@ -76,6 +81,8 @@ def test_renders_table_value_ratio_and_chart(project):
     assert result.returncode == 0, result.stderr
     html = (project / "site" / "index.html").read_text()
     assert "50.0 GB/s" in html and "1048576×" in html
+    assert "from bytes = 1048576 upwards" in html  # slow wins at 1 KiB, copy from 1 MiB on
+    assert "at none of the sizes measured (up to bytes = 1073741824)" in html
     assert "<table>" in html and "copy[1048576]" in html
     assert "Measured on Fake GPU 9000 (sm_90, 132 SMs, 80 GiB), driver 580.1" in html
     charts = sorted(p.name for p in (project / "site" / "assets" / "charts").iterdir())
