@@ -25,7 +25,13 @@ def random_start():
     return np.random.default_rng(0).random((48, 80), dtype=np.float32)
 
 
-STARTS = {"seed-640": seed_start, "random-48x80": random_start}
+def ragged_start():
+    """Rows not a multiple of the kernel's 16-row strips, columns spanning three thread blocks
+    of 128 with a partial last one: the edges of the CuPy kernel's grid of threads."""
+    return np.random.default_rng(1).random((50, 300), dtype=np.float32)
+
+
+STARTS = {"seed-640": seed_start, "random-48x80": random_start, "ragged-50x300": ragged_start}
 
 
 def assert_matches(result, reference):
