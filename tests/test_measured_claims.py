@@ -165,3 +165,16 @@ class TestDiffusion:
     def test_graphs_remove_launch_overhead_on_the_small_grid(self, h100):
         assert value(h100, "diffusion.step[cupy_graph-640]", "per_op") < 0.5 * value(
             h100, "diffusion.step[cupy_kernel-640]", "per_op")
+
+
+class TestProcessesThreadsGil:
+    """Also checked live by tests/test_processes_threads_gil.py, which skips on a busy machine."""
+
+    def test_threads_do_not_speed_up_pure_python_and_processes_do(self, h100):
+        serial = value(h100, "processes_threads_gil.pure_python[serial]")
+        assert value(h100, "processes_threads_gil.pure_python[threads]") > 0.8 * serial
+        assert value(h100, "processes_threads_gil.pure_python[processes]") < 0.5 * serial
+
+    def test_threads_speed_up_numpy(self, h100):
+        assert value(h100, "processes_threads_gil.numpy_sort[threads]") < value(
+            h100, "processes_threads_gil.numpy_sort[serial]")
