@@ -10,7 +10,7 @@ PY        := $(VENV)/bin/python
 GPU_PYTHON ?= python3
 HOST      ?= 127.0.0.1
 PORT      ?= 8000
-PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/test_streams.py -x"
+PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -x"
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
 .PHONY: help serve build test test-gpu lint timings timings-list lock browser clean

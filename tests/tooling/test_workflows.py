@@ -6,10 +6,12 @@ Loaded with PyYAML, which reads the key `on` as the boolean True.
 import re
 from pathlib import Path
 
+from fieldguide import ROOT
+
 import pytest
 import yaml
 
-WORKFLOWS = Path(__file__).resolve().parent.parent / ".github" / "workflows"
+WORKFLOWS = ROOT / ".github" / "workflows"
 PINNED = re.compile(r"^\s*(?:-\s+)?uses:\s+[\w.-]+/[\w.-]+(?:/[\w./-]+)?@[0-9a-f]{40} # v\S+\s*$")
 
 

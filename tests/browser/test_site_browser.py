@@ -207,7 +207,9 @@ def site(chromium_path, tmp_path_factory) -> Iterator[Site]:
         thread.join(timeout=5)
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an event loop running in this thread while it is open,
+# and later tests call asyncio.run().
+@pytest.fixture(scope="module")
 def browser(chromium_path):
     from playwright.sync_api import sync_playwright
 
