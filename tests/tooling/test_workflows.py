@@ -4,12 +4,11 @@ Loaded with PyYAML, which reads the key `on` as the boolean True.
 """
 
 import re
-from pathlib import Path
-
-from fieldguide import ROOT
 
 import pytest
 import yaml
+
+from fieldguide import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 PINNED = re.compile(r"^\s*(?:-\s+)?uses:\s+[\w.-]+/[\w.-]+(?:/[\w./-]+)?@[0-9a-f]{40} # v\S+\s*$")
