@@ -1,9 +1,17 @@
-"""SVG charts of timing sweeps, drawn with matplotlib in a light and a dark variant."""
+"""SVG charts of timing sweeps, drawn with matplotlib: light and dark, wide and narrow (phones).
+
+Every axis reads in a human unit (µs/ms, GB/s, TFLOP/s, KiB/MiB/GiB; never scientific
+notation), an axis whose values span two decades or more is logarithmic unless the page says
+otherwise, and a title that would not fit above the axes is wrapped, or the build fails.
+"""
 
 from __future__ import annotations
 
 import io
+import math
+import textwrap
 from collections import defaultdict
+from collections.abc import Callable
 
 import matplotlib
 
@@ -11,13 +19,18 @@ matplotlib.use("Agg")  # no display at build time
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-from fieldguide.timings import Record, TimingError  # noqa: E402
+from fieldguide.timings import TIME_FIELDS, Benchmark, TimingError, format_number  # noqa: E402
 
 THEMES = {
     "light": {"text": "#1f2328", "grid": "#d0d7de"},
     "dark": {"text": "#e6edf3", "grid": "#3d444d"},
 }
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+# Drawn at these sizes (inches at 96 px) so that text is 13-15 px wherever it is shown:
+# "wide" fills a desktop column, "narrow" a phone screen.
+LAYOUTS = {"wide": (7.2, 4.3), "narrow": (4.3, 4.6)}
+FONT_PT = 12.5
+PALETTE = ["#1f77b4", "#e8710a", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#0f9d9a"]
+TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
 def binary_size(nbytes: float, _pos=None) -> str:
@@ -27,97 +40,173 @@ def binary_size(nbytes: float, _pos=None) -> str:
     return f"{nbytes:g} B"
 
 
-def _error_bounds(record: Record, y: str) -> tuple[float, float] | None:
+def count(value: float, _pos=None) -> str:
+    """1,024 / 65,536 / 4.19M: plain numbers, never powers of ten."""
+    if value >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    return f"{value:,.0f}" if value >= 1 else format_number(float(value))
+
+
+def time_unit(seconds: list[float]) -> tuple[str, float]:
+    """The unit in which the largest value reads between 1 and 1000."""
+    top = max(abs(s) for s in seconds)
+    for unit, scale in TIME_UNITS:
+        if top >= scale:
+            return unit, scale
+    return "ns", 1e-9
+
+
+def axis_unit(field: str, values: list[float]) -> tuple[str | None, float]:
+    """(unit shown on the axis, divisor) for a field."""
+    if field in TIME_FIELDS or field == "per_op":
+        return time_unit(values)
+    return {"bandwidth_gbs": ("GB/s", 1.0), "tflops": ("TFLOP/s", 1.0)}.get(field, (None, 1.0))
+
+
+def _label(given: str | None, field: str, unit: str | None) -> str:
+    text = given or field.replace("_", " ")
+    return f"{text} ({unit})" if unit and unit not in text else text
+
+
+def _scale(option: str | None, values: list[float]) -> str:
+    if option:
+        return option
+    positive = [v for v in values if v > 0]
+    wide = positive and len(positive) == len(values) and max(positive) / min(positive) >= 100
+    return "log" if wide else "linear"
+
+
+def _error_bounds(bench: Benchmark, y: str) -> tuple[float, float] | None:
     """The IQR of y where it can be derived from the timing quartiles."""
     if y == "median":
-        return record.stats["q1"], record.stats["q3"]
-    if y in ("bandwidth_gbs", "per_op"):
-        a, b = record.value(y, stat="q1"), record.value(y, stat="q3")
+        return bench.stats["q1"], bench.stats["q3"]
+    if y in ("bandwidth_gbs", "per_op", "tflops"):
+        a, b = bench.value(y, stat="q1"), bench.value(y, stat="q3")
         return min(a, b), max(a, b)
     return None
 
 
-def draw(records: list[Record], x: str, y: str, series: str | None = None,
-         xscale: str = "linear", yscale: str = "linear", xlabel: str | None = None,
-         ylabel: str | None = None, title: str | None = None) -> dict[str, str]:
-    """One line per series value, with IQR error bars. Returns {"light": svg, "dark": svg}."""
+def draw(benches: list[Benchmark], x: str, y: str, series_names: dict[str, str] | None = None,
+         xscale: str | None = None, yscale: str | None = None, xlabel: str | None = None,
+         ylabel: str | None = None, title: str | None = None) -> dict[str, dict[str, str]]:
+    """One line per series, IQR band. Returns {theme: {layout: svg}}."""
+    series_names = series_names or {}
     lines: dict[str, list[tuple[float, float, tuple[float, float] | None]]] = defaultdict(list)
-    for record in records:
-        key = str(record.value(series)) if series else ""
-        lines[key].append((record.value(x), record.value(y), _error_bounds(record, y)))
-    xs = sorted({point[0] for points in lines.values() for point in points})
+    for bench in benches:
+        lines[series_names.get(bench.name, "")].append(
+            (bench.value(x), bench.value(y), _error_bounds(bench, y)))
+    xs = sorted({p[0] for points in lines.values() for p in points})
+    ys = [p[1] for points in lines.values() for p in points]
+    unit, divisor = axis_unit(y, ys)
+    xscale, yscale = _scale(xscale, xs), _scale(yscale, ys)
 
-    svgs = {}
-    for theme, colors in THEMES.items():
-        with _themed(colors):
-            fig, ax = plt.subplots(figsize=(7.5, 4.2))
-            for i, (label, points) in enumerate(sorted(lines.items())):
-                points.sort(key=lambda p: p[0])
-                px = [p[0] for p in points]
-                color = PALETTE[i % len(PALETTE)]
-                ax.plot(px, [p[1] for p in points], marker="o", markersize=4, color=color,
-                        label=label or None)
-                bounds = [p[2] for p in points]
-                if all(b is not None for b in bounds):
-                    ax.fill_between(px, [b[0] for b in bounds], [b[1] for b in bounds],
-                                    color=color, alpha=0.25, linewidth=0)
-            ax.set_xscale(xscale, **({"base": 2} if xscale == "log" else {}))
-            ax.set_yscale(yscale)
-            if x.endswith("bytes"):
-                ax.xaxis.set_major_locator(FixedLocator(xs))
-                ax.xaxis.set_minor_locator(NullLocator())
-                ax.xaxis.set_major_formatter(FuncFormatter(binary_size))
+    def plot(ax, colors, layout):
+        for i, (name, points) in enumerate(sorted(lines.items())):
+            points.sort(key=lambda p: p[0])
+            px = [p[0] for p in points]
+            color = PALETTE[i % len(PALETTE)]
+            ax.plot(px, [p[1] / divisor for p in points], marker="o", markersize=4, color=color,
+                    label=name or None)
+            bounds = [p[2] for p in points]
+            if all(b is not None for b in bounds):
+                ax.fill_between(px, [b[0] / divisor for b in bounds], [b[1] / divisor for b in bounds],
+                                color=color, alpha=0.25, linewidth=0)
+        ax.set_xscale(xscale, **({"base": 2} if xscale == "log" else {}))
+        ax.set_yscale(yscale)
+        if x.endswith("bytes"):
+            every = max(1, math.ceil(len(xs) / (6 if layout == "narrow" else 11)))
+            ax.xaxis.set_major_locator(FixedLocator(xs[::every]))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_major_formatter(FuncFormatter(binary_size))
+            plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
+        elif xscale == "log":
+            ax.xaxis.set_major_formatter(FuncFormatter(count))
+            if layout == "narrow":
                 plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
-            ax.set_xlabel(xlabel or x)
-            ax.set_ylabel(ylabel or y)
-            if title:
-                ax.set_title(title, color=colors["text"])
-            ax.grid(True, color=colors["grid"], linewidth=0.6)
-            if series:
-                legend = ax.legend(frameon=False)
-                for text in legend.get_texts():
-                    text.set_color(colors["text"])
-            svgs[theme] = _svg(fig)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: format_number(float(v))))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: ""))
+        ax.set_xlabel(xlabel or x.replace("_", " "))
+        ax.set_ylabel(_label(ylabel, y, unit))
+        if any(lines):
+            _legend(ax, colors, layout, len(lines))
+
+    return _both_themes(plot, title)
+
+
+def _legend(ax, colors, layout: str, entries: int) -> None:
+    if layout == "narrow":
+        legend = ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.32),
+                           ncol=1 if entries > 3 else entries, fontsize=FONT_PT - 1)
+    else:
+        legend = ax.legend(frameon=False, fontsize=FONT_PT - 1)
+    for text in legend.get_texts():
+        text.set_color(colors["text"])
+
+
+def _both_themes(plot: Callable, title: str | None, size: dict[str, tuple[float, float]] | None = None
+                 ) -> dict[str, dict[str, str]]:
+    svgs: dict[str, dict[str, str]] = {}
+    for theme, colors in THEMES.items():
+        svgs[theme] = {}
+        for layout, figsize in (size or LAYOUTS).items():
+            with _themed(colors):
+                fig, ax = plt.subplots(figsize=figsize)
+                plot(ax, colors, layout)
+                ax.grid(True, color=colors["grid"], linewidth=0.6)
+                svgs[theme][layout] = _svg(fig, ax, title, colors)
     return svgs
 
 
 def _themed(colors: dict[str, str]):
-    return plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "field-guide", "font.size": 11,
+    return plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "field-guide",
+                           "font.size": FONT_PT, "axes.titlesize": FONT_PT + 0.5,
                            "text.color": colors["text"], "axes.labelcolor": colors["text"],
                            "axes.edgecolor": colors["grid"], "xtick.color": colors["text"],
                            "ytick.color": colors["text"]})
 
 
-def _svg(fig) -> str:
+def fit_title(fig, ax, title: str, colors: dict[str, str]) -> None:
+    """Set the title, wrapped until it fits within the figure; fail if no wrapping does."""
+    fig_width = fig.get_window_extent().width
+    for width in (90, 70, 56, 44, 36, 30):
+        text = ax.set_title(textwrap.fill(title, width), color=colors["text"], loc="left")
+        fig.tight_layout()
+        box = text.get_window_extent(fig.canvas.get_renderer())
+        if box.x0 >= 0 and box.x1 <= fig_width:
+            return
+    raise ValueError(f"chart title {title!r} does not fit the figure even when wrapped; shorten it")
+
+
+def _svg(fig, ax=None, title: str | None = None, colors: dict[str, str] | None = None) -> str:
     fig.patch.set_alpha(0)
-    for ax in fig.axes:
-        ax.patch.set_alpha(0)
-    fig.tight_layout()
+    for each in fig.axes:
+        each.patch.set_alpha(0)
+    if title:
+        fit_title(fig, ax, title, colors)
+    else:
+        fig.tight_layout()
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    fig.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(fig)
     return buffer.getvalue()
 
 
-def timeline(record: Record, title: str | None = None) -> dict[str, str]:
+def timeline(bench: Benchmark, title: str | None = None) -> dict[str, dict[str, str]]:
     """A Gantt chart of extra["timeline"]: [{"lane", "name", "start", "duration"}, ...] in seconds."""
-    events = record.extra.get("timeline")
+    events = bench.extra.get("timeline")
     if not events:
-        raise TimingError(f"benchmark {record.name!r} recorded no timeline")
+        raise TimingError(f"benchmark {bench.name!r} recorded no timeline")
     lanes = list(dict.fromkeys(e["lane"] for e in events))
-    svgs = {}
-    for theme, colors in THEMES.items():
-        with _themed(colors):
-            fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.6 * len(lanes)))
-            for row, lane in enumerate(lanes):
-                spans = [(e["start"] * 1e3, e["duration"] * 1e3) for e in events if e["lane"] == lane]
-                ax.broken_barh(spans, (row - 0.35, 0.7), facecolors=PALETTE[row % len(PALETTE)],
-                               edgecolor=colors["text"], linewidth=0.3)
-            ax.set_yticks(range(len(lanes)), lanes)
-            ax.invert_yaxis()
-            ax.set_xlabel("time (ms)")
-            if title:
-                ax.set_title(title, color=colors["text"])
-            ax.grid(True, axis="x", color=colors["grid"], linewidth=0.6)
-            svgs[theme] = _svg(fig)
-    return svgs
+    unit, divisor = time_unit([e["start"] + e["duration"] for e in events])
+
+    def plot(ax, colors, layout):
+        for row, lane in enumerate(lanes):
+            spans = [(e["start"] / divisor, e["duration"] / divisor) for e in events if e["lane"] == lane]
+            ax.broken_barh(spans, (row - 0.35, 0.7), facecolors=PALETTE[row % len(PALETTE)],
+                           edgecolor=colors["text"], linewidth=0.3)
+        ax.set_yticks(range(len(lanes)), lanes)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"time ({unit})")
+
+    height = 1.2 + 0.6 * len(lanes)
+    return _both_themes(plot, title, {"wide": (7.2, height), "narrow": (4.3, height + 0.4)})

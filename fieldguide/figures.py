@@ -1,7 +1,8 @@
-"""Figures drawn at build time: SVGs held in memory during a build, shown as light and dark images.
+"""Figure shortcodes: charts, timelines and rooflines drawn at build time as light and dark SVGs.
 
-The figure hooks hand their SVGs to `embed`, which returns the HTML for the page; `write` puts
-every SVG of the build under site/assets/charts/ once the build is done.
+Each renderer draws with fieldguide.charts or fieldguide.roofline, keeps the SVGs in the build
+(`Build.figures`, written under site/assets/charts/ after the build) and returns a <figure> with
+one image per theme, a short provenance tag, and the numbers behind it in a collapsed table.
 """
 
 from __future__ import annotations
@@ -11,33 +12,100 @@ from pathlib import Path
 
 from mkdocs.utils import get_relative_url
 
+from fieldguide import charts, labels, roofline, shortcodes
+
 CHART_DIR = "assets/charts"
-_svgs: dict[str, str] = {}
 
 
-def clear() -> None:
-    _svgs.clear()
+def embed(build, svgs: dict[str, dict[str, str] | str], alt: str, tag_html: str,
+          details_markdown: str, page_url: str) -> str:
+    """<figure> with one picture per theme (Material's #only-light / #only-dark), a narrow
+    drawing for phones where there is one, and the numbers behind it in a collapsed block."""
+    def store(svg: str, suffix: str) -> str:
+        name = f"{CHART_DIR}/{hashlib.sha256(svg.encode()).hexdigest()[:16]}-{suffix}.svg"
+        build.figures[name] = svg
+        return get_relative_url(name, page_url)
 
-
-def embed(svgs: dict[str, str], alt: str, caption_html: str, details_markdown: str,
-          page_url: str) -> str:
-    """<figure> with one <img> per theme (Material's #only-light / #only-dark) and the numbers
-    behind it in a collapsed block."""
-    imgs = []
-    for theme, svg in svgs.items():
-        name = f"{CHART_DIR}/{hashlib.sha256(svg.encode()).hexdigest()[:16]}-{theme}.svg"
-        _svgs[name] = svg
-        imgs.append(f'<img src="{get_relative_url(name, page_url)}#only-{theme}" alt="{alt}">')
+    pictures = []
+    for theme, layouts in svgs.items():
+        layouts = {"wide": layouts} if isinstance(layouts, str) else layouts
+        img = f'<img src="{store(layouts["wide"], theme)}#only-{theme}" alt="{alt}">'
+        if "narrow" in layouts:
+            narrow = store(layouts["narrow"], f"{theme}-narrow")
+            source = f'<source media="(max-width: 600px)" srcset="{narrow}">'
+            pictures.append(f"<picture>{source}{img}</picture>")
+        else:
+            pictures.append(img)
     details = details_markdown.strip().replace("\n", "\n    ")
     return (
-        f'\n<figure class="timing-chart">\n{chr(10).join(imgs)}\n'
-        f"<figcaption>{caption_html}</figcaption>\n</figure>\n\n"
-        f'??? note "The numbers behind this figure"\n\n    {details}\n'
+        f'\n<figure class="timing-chart">\n{chr(10).join(pictures)}\n'
+        f"<figcaption>{tag_html}</figcaption>\n</figure>\n\n"
+        f'??? note "The numbers behind this figure"\n\n    {details}\n\n'
     )
 
 
-def write(site_dir: str | Path) -> None:
-    for name, svg in _svgs.items():
+def write(build, site_dir: str | Path) -> list[str]:
+    """Write every figure of the build; returns the paths written."""
+    written = []
+    for name, svg in build.figures.items():
         path = Path(site_dir) / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(svg, encoding="utf-8")
+        written.append(name)
+    return written
+
+
+def render_chart(code, build, page) -> str:
+    opts = code.options
+    if not code.args or "x" not in opts or "y" not in opts:
+        raise ValueError("timing-chart needs GLOB x=FIELD y=FIELD")
+    benches = build.benchmarks(code, code.args, page)
+    series = opts.get("series")
+    names = {b.name: labels.series_label(b, series, build.root) for b in benches} \
+        if series else {}
+    svgs = charts.draw(benches, x=opts["x"], y=opts["y"], series_names=names,
+                       xscale=opts.get("xscale"), yscale=opts.get("yscale"),
+                       xlabel=opts.get("xlabel"), ylabel=opts.get("ylabel"), title=opts.get("title"))
+    alt = opts.get("title") or f"{opts.get('ylabel', opts['y'])} against {opts.get('xlabel', opts['x'])}"
+    columns = list(dict.fromkeys(["median", "runs", opts["y"]]))
+    table = shortcodes.table_markdown(build, benches, columns)
+    gpu = build.timings(code.gpu).gpu
+    return embed(build, svgs, alt, shortcodes.tag(benches, gpu), table, page.url)
+
+
+def render_timeline(code, build, page) -> str:
+    if len(code.args) != 1:
+        raise ValueError("timing-timeline takes one benchmark NAME")
+    (bench,) = build.benchmarks(code, code.args, page)
+    title = code.options.get("title")
+    table = shortcodes.table_markdown(build, [bench], ["median", "runs"])
+    gpu = build.timings(code.gpu).gpu
+    return embed(build, charts.timeline(bench, title=title), title or f"timeline of {bench.name}",
+                 shortcodes.tag([bench], gpu), table, page.url)
+
+
+def render_roofline(code, build, page) -> str:
+    """COPY_BENCH PEAK_BENCH[,PEAK_BENCH...] points=GLOB[,GLOB...] [series=FIELD] [title=...]
+
+    The memory roof is COPY_BENCH's `bandwidth_gbs`; each PEAK_BENCH gives a compute roof of
+    `flops` / median. Every benchmark matched by the point globs that recorded both `flops` and
+    `bytes` becomes a point, grouped in the legend by the extra named by `series`.
+    """
+    if len(code.args) != 2 or "points" not in code.options:
+        raise ValueError("timing-roofline takes BANDWIDTH_BENCH PEAK_BENCH[,...] points=GLOB[,...]")
+    bandwidth_name, peak_names = code.args[0], code.args[1].split(",")
+    (bandwidth_bench,) = build.benchmarks(code, [bandwidth_name], page)
+    peak_benches = build.benchmarks(code, peak_names, page)
+    point_benches = build.benchmarks(code, code.options["points"].split(","), page)
+    points_by_name = {p.name: p for p in roofline.points_of(point_benches, code.options.get("series"))}
+    points = list(points_by_name.values())  # a benchmark matched by two globs is drawn once
+
+    bandwidth = roofline.bandwidth_of(bandwidth_bench)
+    roofs = [roofline.roof_of(b) for b in peak_benches]
+    title = code.options.get("title")
+    svgs = roofline.draw(bandwidth, roofs, points, title=title)
+    alt = title or "Roofline: measured memory and compute ceilings, with benchmarks placed beneath them"
+    used = [bandwidth_bench, *peak_benches, *(b for b in point_benches if b.name in points_by_name)]
+    summary = roofline.summary_markdown(bandwidth, roofs, points)
+    gpu = build.timings(code.gpu).gpu
+    return embed(build, svgs, alt, shortcodes.tag(used, gpu), summary, page.url)

@@ -1,63 +1,60 @@
-"""Where a timing run happened: the GPU, its software stack, the commit and the date."""
+"""What pytest-benchmark does not know about a timing run: the GPUs and their software.
+
+pytest-benchmark records the host (CPU model and cores, OS, Python) in `machine_info` and the
+commit in `commit_info`; the timing run adds this under `machine_info["fieldguide"]`.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
-import os
-import platform
 import subprocess
+from pathlib import Path
 from typing import Any
 
-from fieldguide import ROOT
 
-
-def _git(*args: str) -> str:
+def _run(*args: str) -> str:
     try:
-        out = subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True, timeout=10
-        )
+        out = subprocess.run(list(args), capture_output=True, text=True, check=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return ""
     return out.stdout.strip()
 
 
-def _driver_version() -> str:
+def _version(module: str) -> str | None:
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, check=True, timeout=30,
-        )
-        return out.stdout.splitlines()[0].strip()
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return "unknown"
-
-
-def _cupy_version() -> str | None:
-    try:
-        import cupy
+        return __import__(module).__version__
     except ImportError:
         return None
-    return cupy.__version__
+
+
+def boot_id() -> str | None:
+    """Changes on every boot: tells two machine leases apart."""
+    path = Path("/proc/sys/kernel/random/boot_id")
+    return path.read_text().strip() if path.is_file() else None
 
 
 def collect(device_index: int = 0) -> dict[str, Any]:
-    """The fingerprint of CUDA device `device_index` and this process's software."""
+    """The GPU side of a run's fingerprint (CUDA device `device_index` and the GPU stack)."""
     import torch  # only the timing run, on a CUDA machine, gets here
 
     props = torch.cuda.get_device_properties(device_index)
+    count = torch.cuda.device_count()
+    nccl = None
+    if torch.distributed.is_available() and torch.cuda.nccl.is_available([torch.zeros(1).cuda()]):
+        nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
     return {
         "gpu_name": props.name,
         "compute_capability": f"{props.major}.{props.minor}",
         "sm_count": props.multi_processor_count,
         "memory_bytes": props.total_memory,
-        "gpu_count": torch.cuda.device_count(),
-        "driver": _driver_version(),
+        "gpu_count": count,
+        # How the GPUs are joined (NVLink, PCIe): what a multi-GPU number depends on.
+        "interconnect": _run("nvidia-smi", "topo", "-m") if count > 1 else None,
+        "driver": (_run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
+                   .splitlines() or ["unknown"])[0],
         "cuda_runtime": torch.version.cuda,
         "torch": torch.__version__,
-        "cupy": _cupy_version(),
-        "python": platform.python_version(),
-        # A GPU runner may get the tree without .git; the caller can name the commit instead.
-        "git_commit": os.environ.get("FIELDGUIDE_GIT_COMMIT") or _git("rev-parse", "HEAD") or "unknown",
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cupy": _version("cupy"),
+        "numpy": _version("numpy"),
+        "nccl": nccl,
+        "boot_id": boot_id(),
     }

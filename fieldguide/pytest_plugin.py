@@ -1,8 +1,12 @@
 """Pytest glue that reads device needs from the snippets themselves.
 
 - `@pytest.mark.snippet("snippets/x/y.py", ...)` says which snippet files a test or benchmark
-  exercises. The test then needs as many GPUs as the snippet's GPUS_NEEDED, and a benchmark's
-  record in the timings JSON lists those files (plus the benchmark file) with their sha256.
+  exercises. The test then needs as many GPUs as the snippet's GPUS_NEEDED; the `snippet`
+  fixture is the module of the nearest marker's first file (so a test names its snippet once);
+  and a benchmark's record keys the code it can run in those files and its own
+  (fieldguide/codekey.py), so the site knows when a number went stale.
+- `gpu_benchmark(fn, *args, rounds=.., warmup_rounds=..)`: a fixture that times GPU work
+  properly: the device is synchronized before each round and inside the timed call.
 - `@pytest.mark.gpus(n)` marks a claim that only holds on a GPU (a speedup, a race).
 - `--require-gpus` turns every skip for lack of GPUs into a failure: that is `make test-gpu`.
 """
@@ -10,13 +14,14 @@
 from __future__ import annotations
 
 import functools
+import importlib
 from pathlib import Path
 
 import pytest
 
 from fieldguide import ROOT
-from fieldguide.snippets import gpus_needed
-from fieldguide.timings import file_entry
+from fieldguide.codekey import code_keys
+from fieldguide.snippets import gpus_needed, module_name
 
 GPU_SKIP_PREFIX = "needs "
 _gpu_skips: list[str] = []
@@ -84,11 +89,45 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 @pytest.fixture(autouse=True)
-def _record_timed_files(request: pytest.FixtureRequest) -> None:
-    """Benchmarks note which files they timed, so the site can tell when a number went stale."""
+def _record_timed_code(request: pytest.FixtureRequest) -> None:
+    """Benchmarks key the code they can run, so the site can tell when a number went stale."""
     if "benchmark" not in request.fixturenames:
         return
     benchmark = request.getfixturevalue("benchmark")
-    bench_file = Path(request.node.path).resolve().relative_to(ROOT).as_posix()
-    paths = [*snippet_paths(request.node), bench_file]
-    benchmark.extra_info["files"] = [file_entry(p) for p in dict.fromkeys(paths)]
+    root = request.config.rootpath  # the repository, where pytest-benchmark's fullnames start
+    bench_file = Path(request.node.path).resolve().relative_to(root).as_posix()
+    function = request.node.originalname
+    benchmark.extra_info["code"] = code_keys(root, bench_file, function, snippet_paths(request.node))
+
+
+@pytest.fixture(scope="module")
+def snippet(request: pytest.FixtureRequest):
+    """The snippet module a test file's `snippet` marker names (its first path)."""
+    marker = request.node.get_closest_marker("snippet")
+    if marker is None or not marker.args:
+        raise pytest.UsageError(f"{request.node.nodeid}: the `snippet` fixture needs a "
+                                "`pytest.mark.snippet(path)` marker on the module")
+    return importlib.import_module(module_name(ROOT / marker.args[0]))
+
+
+@pytest.fixture
+def gpu_benchmark(benchmark):
+    """`gpu_benchmark(fn, *args, rounds=20, warmup_rounds=2)`: time GPU work honestly.
+
+    Synchronizes before each round (no earlier work leaks in) and after the call inside the
+    timed region (the work itself is counted, not just its launch).
+    """
+    import torch
+
+    def synchronized(fn, *args, **kwargs):
+        result = fn(*args, **kwargs)
+        torch.cuda.synchronize()
+        return result
+
+    def run(fn, *args, rounds: int = 20, warmup_rounds: int = 2, **kwargs):
+        return benchmark.pedantic(synchronized, args=(fn, *args), kwargs=kwargs,
+                                  setup=torch.cuda.synchronize, rounds=rounds,
+                                  warmup_rounds=warmup_rounds)
+
+    run.extra_info = benchmark.extra_info
+    return run

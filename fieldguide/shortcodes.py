@@ -1,42 +1,50 @@
-"""Timing shortcodes in pages, and the markdown they become.
+"""Timing shortcodes in pages, one build context, and the registry of their renderers.
 
-    <!-- timing-table: GLOB [GLOB ...] [columns=median,iqr,rounds] [gpu=SLUG] -->
-    <!-- timing-chart: GLOB x=FIELD y=FIELD series=FIELD [xscale=log] [yscale=log]
+    <!-- timing-table: GLOB [GLOB ...] [columns=median,iqr,runs] [gpu=SLUG] -->
+    <!-- timing-chart: GLOB x=FIELD y=FIELD [series=FIELD] [xscale=log] [yscale=log]
                        [xlabel="..."] [ylabel="..."] [title="..."] [gpu=SLUG] -->
     <!-- timing-value: NAME FIELD [FORMAT] [gpu=SLUG] -->
     <!-- timing-ratio: NAME[:FIELD] NAME[:FIELD] [FORMAT] [gpu=SLUG] -->
     <!-- timing-crossover: SLOW_GLOB FAST_GLOB x=FIELD [FORMAT] [gpu=SLUG] -->
     <!-- timing-timeline: NAME [title="..."] [gpu=SLUG] -->   (draws extra["timeline"])
+    <!-- timing-roofline: COPY PEAK[,PEAK...] points=GLOB[,GLOB...] [series=FIELD] [title=...] -->
+    <!-- timing-bound: CLAIM [FORMAT] -->   (a bound from CLAIMS in the page's tests)
 
 `*` is the only wildcard in a GLOB. FIELD is a stat (median, iqr, q1, q3, mean, stddev, min, max,
 rounds), a value the benchmark recorded in `extra_info`, or a derived one (`bandwidth_gbs`,
-`tflops`, `per_op`). FORMAT is a Python format spec such as `.1f`; times default to a readable unit.
-docs/contributing.md shows each in use.
+`tflops`, `per_op`). FORMAT is a Python format spec such as `.1f`; other values read in their
+unit. A number is the median over the runs that measured the current code; where runs disagree
+by more than 20 % the page shows their range. docs/contributing.md shows each in use.
 """
 
 from __future__ import annotations
 
+import ast
+import html
 import re
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fieldguide import labels
 from fieldguide.timings import (
-    Record,
+    Benchmark,
+    CodeKeys,
+    Run,
     TimingError,
     Timings,
-    fingerprint_caption,
     format_value,
 )
 
-KINDS = ("table", "chart", "value", "ratio", "crossover", "timeline", "roofline")
 SHORTCODE = re.compile(r"<!--\s*timing-(?P<kind>[\w-]+):(?P<body>.*?)-->", re.DOTALL)
+UNRENDERED = re.compile(r"<!--\s*timing-[\w-]+:")
+HOOK_ACTIVE = False  # set by hooks/timings.py for the build it runs in (fieldguide/unrendered.py)
 
 COLUMN_LABELS = {
     "median": "Median", "iqr": "IQR", "q1": "Q1", "q3": "Q3", "mean": "Mean",
-    "stddev": "Std dev", "min": "Min", "max": "Max", "rounds": "Rounds",
-    "bandwidth_gbs": "GB/s", "tflops": "TFLOP/s", "per_op": "Per op",
+    "stddev": "Std dev", "min": "Min", "max": "Max", "rounds": "Rounds", "runs": "Runs",
+    "bandwidth_gbs": "Bandwidth", "tflops": "Rate", "per_op": "Per operation",
 }
 
 
@@ -50,54 +58,6 @@ class Shortcode:
     @property
     def gpu(self) -> str | None:
         return self.options.get("gpu")
-
-
-@dataclass
-class Context:
-    """What rendering needs: a way to load a GPU's timings, and somewhere to report problems."""
-
-    load: Callable[[str | None], Timings]
-    root: Path
-    problems: list[str] = field(default_factory=list)
-    stale: dict[str, list[str]] = field(default_factory=dict)  # changed file -> timings it voids
-
-    def records(self, code: Shortcode, patterns: list[str]) -> list[Record]:
-        timings = self.load(code.gpu)
-        found: list[Record] = []
-        for pattern in patterns:
-            found.extend(timings.matching(pattern) if "*" in pattern else [timings.record(pattern)])
-        for record in found:
-            for path in record.stale_files(self.root):
-                names = self.stale.setdefault(path, [])
-                if record.name not in names:
-                    names.append(record.name)
-        return found
-
-    def report(self) -> list[str]:
-        """Every problem once, stale timings grouped by the file that changed."""
-        lines = list(dict.fromkeys(self.problems))
-        for path, names in self.stale.items():
-            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-            lines.append(f"{path} changed since it was measured, so these timings are stale: "
-                         f"{shown}; run `make timings` on a GPU and commit the JSON")
-        return lines
-
-
-def context_from_config(config) -> Context:
-    """A rendering context for one page of a MkDocs build (paths relative to mkdocs.yml)."""
-    root = Path(config.config_file_path).parent
-    default = config.extra.get("timings")
-    loaded: dict[str | None, Timings] = {}
-
-    def load(gpu: str | None) -> Timings:
-        slug = gpu or default
-        if not slug:
-            raise TimingError("no GPU named: set `extra: timings:` in mkdocs.yml or gpu=SLUG")
-        if slug not in loaded:
-            loaded[slug] = Timings.for_gpu(slug, root / "timings")
-        return loaded[slug]
-
-    return Context(load=load, root=root)
 
 
 # Shortcodes quoted in code (as on the contributing page) are shown, not rendered.
@@ -116,93 +76,209 @@ def find(markdown: str) -> Iterator[tuple[re.Match[str], Shortcode]]:
         yield match, Shortcode(match["kind"], args, options, match[0])
 
 
-def replace(markdown: str, kinds: set[str], render: Callable[[Shortcode], str],
-            problems: list[str]) -> str:
-    """Replace the shortcodes of `kinds`; a failing one becomes a visible marker and a problem."""
-    out, last = [], 0
-    for match, code in find(markdown):
-        if code.kind not in kinds:
-            continue
-        try:
-            html = render(code)
-        except (TimingError, ValueError, KeyError) as exc:
-            problems.append(f"{code.text.strip()}: {exc}")
-            html = f'<span class="timing-missing">[timing unavailable: {code.kind}]</span>'
-        out.append(markdown[last:match.start()])
-        out.append(html)
-        last = match.end()
-    out.append(markdown[last:])
-    return "".join(out)
+@dataclass
+class Page:
+    """What rendering one page collects: its problems and the runs its numbers came from."""
+
+    src_uri: str
+    url: str
+    problems: list[str] = field(default_factory=list)
+    runs: dict[str, tuple[str, Run, int]] = field(default_factory=dict)  # run id -> (gpu, run, uses)
 
 
-def render_page(markdown: str, page, config, renderers: dict[str, Callable], log) -> str:
-    """What every timing hook does to a page: render its kinds, log each problem once."""
-    ctx = context_from_config(config)
-    markdown = replace(markdown, set(renderers),
-                       lambda code: renderers[code.kind](code, ctx, page), ctx.problems)
-    for problem in ctx.report():
-        log.warning("%s: %s", page.file.src_uri, problem)
-    return markdown
+class Build:
+    """One site build: each timings folder loaded once, each benchmark's code keyed once."""
+
+    def __init__(self, root: Path, default_gpu: str | None, timings_dir: Path | None = None):
+        self.root = Path(root)
+        self.default_gpu = default_gpu
+        self.timings_dir = Path(timings_dir or self.root / "timings")
+        self.keys = CodeKeys(self.root)
+        self.loaded: dict[str, Timings] = {}
+        self.loads = 0
+        self.figures: dict[str, str] = {}          # site path -> SVG text, written after the build
+        self.stale: dict[str, dict[str, set[str]]] = {}   # changed file -> benchmark -> pages
+        self._checked: dict[int, list[str]] = {}
+
+    # --- data ----------------------------------------------------------------------------------
+    def timings(self, gpu: str | None) -> Timings:
+        slug = gpu or self.default_gpu
+        if not slug:
+            raise TimingError("no GPU named: set `extra: timings:` in mkdocs.yml or gpu=SLUG")
+        if slug not in self.loaded:
+            self.loaded[slug] = Timings.for_gpu(slug, self.timings_dir)
+            self.loads += 1
+        return self.loaded[slug]
+
+    def benchmarks(self, code: Shortcode, patterns: list[str], page: Page) -> list[Benchmark]:
+        timings = self.timings(code.gpu)
+        found: list[Benchmark] = []
+        for pattern in patterns:
+            found.extend(timings.matching(pattern) if "*" in pattern else [timings.benchmark(pattern)])
+        for bench in found:
+            if id(bench) not in self._checked:
+                self._checked[id(bench)] = self.keys.stale_files(bench)
+            for path in self._checked[id(bench)]:
+                self.stale.setdefault(path, {}).setdefault(bench.name, set()).add(page.src_uri)
+            for run in bench.runs:
+                gpu, _, uses = page.runs.get(run.id, (timings.gpu, run, 0))
+                page.runs[run.id] = (gpu, run, uses + 1)
+        return found
+
+    def label(self, bench: Benchmark) -> str:
+        """The benchmark's declared label, else its name as code."""
+        declared = labels.label(bench, self.root)
+        return declared if declared is not None else f"`{bench.name}`"
+
+    # --- pages ---------------------------------------------------------------------------------
+    def render_page(self, markdown: str, src_uri: str, url: str) -> tuple[str, Page]:
+        page = Page(src_uri, url)
+        out, last = [], 0
+        for match, code in find(markdown):
+            renderer = RENDERERS.get(code.kind)
+            try:
+                if renderer is None:
+                    raise ValueError(f"unknown shortcode kind {code.kind!r}; known: "
+                                     f"{', '.join(sorted(RENDERERS))}")
+                rendered = renderer(code, self, page)
+            except (TimingError, ValueError, KeyError, SyntaxError) as exc:
+                page.problems.append(f"{code.text.strip()}: {exc}")
+                rendered = f'<span class="timing-missing">[timing unavailable: {code.kind}]</span>'
+            out.append(markdown[last:match.start()])
+            out.append(rendered)
+            last = match.end()
+        out.append(markdown[last:])
+        markdown = "".join(out)
+        if page.runs:
+            markdown = markdown.rstrip("\n") + "\n\n" + measured_on(page) + "\n"
+        return markdown, page
+
+    def stale_report(self) -> list[str]:
+        lines = []
+        for path, benches in sorted(self.stale.items()):
+            names = sorted(benches)
+            pages = sorted({p for ps in benches.values() for p in ps})
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            lines.append(f"{path}: the code these timings measured has changed, so they are stale: "
+                         f"{shown} (shown on {', '.join(pages)}); run `make timings` on a GPU "
+                         "(or `--only` those names) and commit the new run")
+        return lines
 
 
-def unknown_kinds(markdown: str) -> list[str]:
-    return [code.text for _, code in find(markdown) if code.kind not in KINDS]
+def unrendered(html_text: str) -> list[str]:
+    """Shortcodes left in a page's HTML: a renderer or the hook did not run."""
+    return [html_text[m.start():html_text.find("-->", m.start()) + 3] for m in
+            UNRENDERED.finditer(html_text)]
 
 
-def captions(records: list[Record]) -> str:
-    lines = dict.fromkeys(fingerprint_caption(r.run) for r in records)
-    body = "<br>".join(lines)
-    return f'<p class="timing-caption">{body}</p>'
+# --- Provenance ----------------------------------------------------------------------------------
+
+def _short_date(run: Run) -> str:
+    return run.date[:10]
 
 
-def render_table(code: Shortcode, ctx: Context, page=None) -> str:
+def tag(benchmarks: list[Benchmark], gpu: str) -> str:
+    """The short line under a table or figure: which GPU, how many runs, when."""
+    runs = {run.id: run for b in benchmarks for run in b.runs}
+    dates = sorted(_short_date(r) for r in runs.values())
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    count = f"{len(runs)} run" + ("s" if len(runs) > 1 else "")
+    return (f'<p class="timing-tag">{html.escape(gpu)} · {count} · {when} · '
+            f'<a href="#measured-on">how and where</a></p>')
+
+
+def measured_on(page: Page) -> str:
+    """The page's one provenance box: every run its numbers came from."""
+    rows = ["| GPU | Date | Driver | CUDA | PyTorch | CuPy | NumPy | Python | Host CPU | Commit |",
+            "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
+    for gpu, run, _ in sorted(page.runs.values(), key=lambda t: (t[0], t[1].date)):
+        fp = run.fingerprint
+        cpu = fp.get("cpu_brand")
+        cpu = f"{cpu}, {fp['cpu_count']} cores" if cpu else "not recorded"
+        rows.append(
+            f"| {gpu} ({fp['sm_count']} SMs, sm_{fp['compute_capability'].replace('.', '')}) "
+            f"| {run.date[:16].replace('T', ' ')} UTC | {fp['driver']} | {fp['cuda_runtime']} "
+            f"| {fp['torch']} | {fp.get('cupy') or 'not installed'} | "
+            f"{fp.get('numpy') or 'not recorded'} | {fp['python']} | {cpu} | "
+            f"`{run.commit[:10]}`{' (uncommitted changes)' if fp.get('git_dirty') else ''} |")
+    return ("## Measured on\n\n"
+            "Every number and figure on this page comes from these timing runs. A number is the "
+            "median over the runs that measured the current code; where runs disagree by more "
+            "than 20 % the page gives their range.\n\n" + "\n".join(rows))
+
+
+# --- Text renderers ------------------------------------------------------------------------------
+
+def _spread_note(bench: Benchmark, field_name: str) -> str:
+    spread = bench.spread(field_name)
+    if not spread:
+        return ""
+    low, high = (format_value(field_name, v) for v in spread)
+    return f"{low}–{high} over {len(bench.records)} runs"
+
+
+def render_table(code: Shortcode, build: Build, page: Page) -> str:
     if not code.args:
         raise ValueError("timing-table needs at least one benchmark name or pattern")
-    records = ctx.records(code, code.args)
-    return table_markdown(records, code.options.get("columns", "median,iqr,rounds").split(","))
+    benches = build.benchmarks(code, code.args, page)
+    columns = code.options.get("columns", "median,iqr,runs").split(",")
+    return table_markdown(build, benches, columns) + tag(benches, build.timings(code.gpu).gpu)
 
 
-def table_markdown(records: list[Record], columns: list[str]) -> str:
+def table_markdown(build: Build, benches: list[Benchmark], columns: list[str]) -> str:
     head = "| Benchmark | " + " | ".join(COLUMN_LABELS.get(c, c) for c in columns) + " |"
     rule = "|:--|" + "--:|" * len(columns)
-    rows = [
-        f"| `{r.name}` | " + " | ".join(format_value(c, r.value(c)) for c in columns) + " |"
-        for r in records
-    ]
-    return "\n".join(["", head, rule, *rows, "", captions(records), ""])
+    rows, flagged = [], False
+    for bench in benches:
+        cells = []
+        for column in columns:
+            if column == "runs":
+                cells.append(_spread_note(bench, "median") or str(len(bench.records)))
+                continue
+            cell = format_value(column, bench.value(column))
+            if column == "median" and bench.unsteady():
+                cell += ' <span class="timing-flag" title="rounds spread wider than their median">⚠</span>'
+                flagged = True
+            cells.append(cell)
+        rows.append(f"| {build.label(bench)} | " + " | ".join(cells) + " |")
+    note = ("\n\n⚠ The rounds of this benchmark spread wider than their median: the median "
+            "stands for two kinds of round, and the text says why." if flagged else "")
+    return "\n".join(["", head, rule, *rows]) + note + "\n\n"
 
 
-def render_value(code: Shortcode, ctx: Context, page=None) -> str:
+def render_value(code: Shortcode, build: Build, page: Page) -> str:
     if len(code.args) not in (2, 3):
         raise ValueError("timing-value takes NAME FIELD [FORMAT]")
     name, field_name, *spec = code.args
-    (record,) = ctx.records(code, [name])
-    return format_value(field_name, record.value(field_name), spec[0] if spec else None)
+    (bench,) = build.benchmarks(code, [name], page)
+    text = format_value(field_name, bench.value(field_name), spec[0] if spec else None)
+    spread = _spread_note(bench, field_name) if not spec else ""
+    return f"{text} ({spread})" if spread else text
 
 
-def render_ratio(code: Shortcode, ctx: Context, page=None) -> str:
+def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     if len(code.args) not in (2, 3):
         raise ValueError("timing-ratio takes NAME[:FIELD] NAME[:FIELD] [FORMAT]")
     values = []
     for operand in code.args[:2]:
         name, _, field_name = operand.partition(":")
-        (record,) = ctx.records(code, [name])
-        values.append(record.value(field_name or "median"))
+        (bench,) = build.benchmarks(code, [name], page)
+        values.append(bench.value(field_name or "median"))
     spec = code.args[2] if len(code.args) == 3 else ".2g"
     return format(values[0] / values[1], spec)
 
 
-def render_crossover(code: Shortcode, ctx: Context, page=None) -> str:
+def render_crossover(code: Shortcode, build: Build, page: Page) -> str:
     """The smallest x from which FAST's median beats SLOW's at that x and every larger one.
 
-    Pairs the records of two sweeps by their x field, e.g. the CPU and GPU timings of one
+    Pairs the benchmarks of two sweeps by their x field, e.g. the CPU and GPU timings of one
     operation over sizes; says so when FAST never stays ahead.
     """
     if len(code.args) not in (2, 3) or "x" not in code.options:
         raise ValueError("timing-crossover takes SLOW_GLOB FAST_GLOB x=FIELD [FORMAT]")
     x = code.options["x"]
-    slow = {r.value(x): r.value("median") for r in ctx.records(code, [code.args[0]])}
-    fast = {r.value(x): r.value("median") for r in ctx.records(code, [code.args[1]])}
+    slow = {b.value(x): b.value("median") for b in build.benchmarks(code, [code.args[0]], page)}
+    fast = {b.value(x): b.value("median") for b in build.benchmarks(code, [code.args[1]], page)}
     shared = sorted(slow.keys() & fast.keys())
     if not shared:
         raise TimingError(f"{code.args[0]} and {code.args[1]} share no value of {x!r}")
@@ -215,3 +291,57 @@ def render_crossover(code: Shortcode, ctx: Context, page=None) -> str:
         return f"at none of the sizes measured (up to {x} = {format_value(x, shared[-1])})"
     spec = code.args[2] if len(code.args) == 3 else None
     return f"from {x} = {format_value(x, winning_from, spec)} upwards"
+
+
+def claims_file(root: Path, src_uri: str) -> Path:
+    """docs/<chapter>/<page-name>.md -> tests/pages/test_<page_name>.py"""
+    return root / "tests" / "pages" / f"test_{Path(src_uri).stem.replace('-', '_')}.py"
+
+
+def claims_of(path: Path) -> dict[str, float]:
+    """The CLAIMS dict of a page's test module, read without importing it."""
+    if not path.is_file():
+        raise ValueError(f"{path.name} does not exist, so this page has no CLAIMS")
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "CLAIMS"):
+            return ast.literal_eval(node.value)
+    raise ValueError(f"{path.name} declares no CLAIMS")
+
+
+def render_bound(code: Shortcode, build: Build, page: Page) -> str:
+    if len(code.args) not in (1, 2):
+        raise ValueError("timing-bound takes CLAIM [FORMAT]")
+    path = claims_file(build.root, page.src_uri)
+    claims = claims_of(path)
+    if code.args[0] not in claims:
+        raise KeyError(f"{path.name} has no claim {code.args[0]!r} (it has: {', '.join(claims)})")
+    bound = claims[code.args[0]]
+    return format(bound, code.args[1]) if len(code.args) == 2 else format_value("", bound)
+
+
+def _figures() -> dict[str, Callable]:
+    from fieldguide import figures  # matplotlib: only when a page has a figure
+
+    return {"chart": figures.render_chart, "timeline": figures.render_timeline,
+            "roofline": figures.render_roofline}
+
+
+class _Registry(dict):
+    """Shortcode kind -> renderer; the figure renderers load matplotlib on first use."""
+
+    FIGURES = ("chart", "timeline", "roofline")
+
+    def get(self, kind, default=None):
+        if kind in self.FIGURES and kind not in self:
+            self.update(_figures())
+        return super().get(kind, default)
+
+    def __iter__(self):
+        yield from sorted({*super().keys(), *self.FIGURES})
+
+
+RENDERERS: dict[str, Callable[[Shortcode, Build, Page], str]] = _Registry(
+    table=render_table, value=render_value, ratio=render_ratio, crossover=render_crossover,
+    bound=render_bound,
+)

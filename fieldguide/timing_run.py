@@ -1,12 +1,15 @@
-"""`make timings`: run the benchmarks on this CUDA machine and write timings/<gpu-slug>.json.
+"""`make timings`: run the benchmarks on this CUDA machine and add the run to timings/<gpu-slug>/.
 
-    python3 -m fieldguide.timing_run                 # every benchmark; rewrites the whole file
-    python3 -m fieldguide.timing_run --only NAME ... # re-measure some; merged into the file
+    python3 -m fieldguide.timing_run                 # every benchmark: a new complete run
+    python3 -m fieldguide.timing_run --only NAME ... # re-measure some: a new partial run
     python3 -m fieldguide.timing_run --list          # the benchmark names
 
-Uses the interpreter it is started with and installs nothing. The file is written only when
-every selected benchmark produced a measurement, and then atomically: a crash, an error or an
-out-of-memory in one benchmark leaves the committed file as it was.
+Every run is kept, as its own file in pytest-benchmark's JSON format
+(timings/<gpu-slug>/<date>_<commit>.json), so runs on different days and machines can be
+compared (`make timings-report`, or `pytest-benchmark compare`). Uses the interpreter it is
+started with and installs nothing. The file is written only when every selected benchmark
+produced a measurement, and then atomically: a crash, an error or an out-of-memory in one
+benchmark leaves the committed timings as they were.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from fieldguide import ROOT
-from fieldguide.timings import SCHEMA, TIMINGS_DIR, gpu_slug
+from fieldguide.timings import TIMINGS_DIR, benchmark_name, gpu_slug
 
 BENCH_DIR = ROOT / "benchmarks"
 PYTEST_ARGS = [
     "-o", "python_files=bench_*.py",
     "-o", "python_functions=bench_*",
     "-p", "no:cacheprovider",
+    "-p", "fieldguide.pytest_plugin",  # keys each benchmark's code, wherever the benchmarks live
     "--import-mode=importlib",  # benchmark modules from different trees never collide
     "--benchmark-enable",
     "--benchmark-only",
@@ -41,13 +45,6 @@ PYTEST_ARGS = [
 
 class TimingRunError(RuntimeError):
     """The run cannot produce a trustworthy file; the message says why."""
-
-
-def benchmark_name(nodeid: str) -> str:
-    """`benchmarks/bench_pinned_memory.py::bench_h2d[pinned-1KiB]` -> `pinned_memory.h2d[pinned-1KiB]`."""
-    file_part, _, func = nodeid.partition("::")
-    module = Path(file_part).stem.removeprefix("bench_")
-    return f"{module}.{func.removeprefix('bench_')}"
 
 
 class _Selector:
@@ -94,6 +91,17 @@ class _Selector:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
             self.problems[name] = f"was skipped ({reason}), so nothing was measured"
 
+    def pytest_benchmark_update_machine_info(self, config, machine_info) -> None:
+        from fieldguide import fingerprint
+
+        machine_info["fieldguide"] = {**fingerprint.collect(), "complete": not self.only}
+
+    def pytest_benchmark_update_commit_info(self, config, commit_info) -> None:
+        # A GPU runner may get the tree without .git; the caller can name the commit instead.
+        if os.environ.get("FIELDGUIDE_GIT_COMMIT"):
+            commit_info.update(id=os.environ["FIELDGUIDE_GIT_COMMIT"], dirty=False,
+                               error=None)
+
     def pytest_collectreport(self, report) -> None:
         if report.failed:
             self.problems[report.nodeid or "collection"] = (
@@ -135,29 +143,17 @@ def _cuda_device_count() -> int:
     return torch.cuda.device_count()
 
 
-def _records(bench_json: Path, selected: list[str], run_id: str, order: list[str]) -> dict[str, Any]:
+def _validated(bench_json: Path, selected: list[str]) -> dict[str, Any]:
+    """pytest-benchmark's JSON for the run, checked to hold every selected benchmark."""
     data = json.loads(bench_json.read_text(encoding="utf-8"))
-    by_name: dict[str, Any] = {}
-    for bench in data["benchmarks"]:
-        name = benchmark_name(bench["fullname"])
-        stats = bench["stats"]
-        extra = dict(bench.get("extra_info", {}))
-        files = extra.pop("files", [])
-        by_name[name] = {
-            "run": run_id,
-            "stats": {k: stats[k] for k in
-                      ("median", "q1", "q3", "iqr", "mean", "stddev", "min", "max", "rounds")},
-            "extra": extra,
-            "files": files,
-            "order": order.index(name),  # pages list benchmarks in the order they are written
-        }
-    missing = [n for n in selected if n not in by_name]
+    measured = {benchmark_name(b["fullname"]) for b in data["benchmarks"]}
+    missing = [n for n in selected if n not in measured]
     if missing:
         raise TimingRunError(
             "these benchmarks ran but recorded no measurement (did they call `benchmark`?): "
             + ", ".join(missing)
         )
-    return by_name
+    return data
 
 
 def write_atomically(path: Path, document: dict[str, Any]) -> None:
@@ -179,8 +175,6 @@ def write_atomically(path: Path, document: dict[str, Any]) -> None:
 def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
         bench_dir: Path = BENCH_DIR) -> Path | None:
     import pytest
-
-    from fieldguide import fingerprint
 
     gpus = 0 if list_only else _cuda_device_count()
     selector = _Selector(only, gpus, list_only)
@@ -213,31 +207,25 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
         if exit_code not in (0, pytest.ExitCode.NO_TESTS_COLLECTED) or not selector.selected:
             raise TimingRunError(f"pytest ended with {exit_code!s} and no usable measurements")
 
-        fp = fingerprint.collect()
-        run_id = f"{fp['date']}-{fp['git_commit'][:10]}"
-        fp["complete"] = not only
+        document = _validated(bench_json, selector.selected)
+        fp = document["machine_info"]["fieldguide"]
         fp["benchmarks_run"] = len(selector.selected)
         fp["wall_seconds"] = round(time.perf_counter() - started, 1)
-        records = _records(bench_json, selector.selected, run_id, list(selector.names))
 
-    path = out_dir / f"{gpu_slug(fp['gpu_name'])}.json"
-    document = {"schema": SCHEMA, "gpu": fp["gpu_name"], "runs": {}, "benchmarks": {}}
-    if only and path.exists():
-        # A partial run only replaces what it measured; every record keeps its own run.
-        document = json.loads(path.read_text(encoding="utf-8"))
-        if document.get("gpu") != fp["gpu_name"]:
-            raise TimingRunError(f"{path} holds timings for {document.get('gpu')!r}, not {fp['gpu_name']!r}")
-    document["runs"][run_id] = fp
-    document["benchmarks"].update(records)
-    used = {rec["run"] for rec in document["benchmarks"].values()}
-    document["runs"] = {k: v for k, v in document["runs"].items() if k in used}
+    commit = (document.get("commit_info", {}).get("id") or "unknown")[:10]
+    stamp = document["datetime"].replace("-", "").replace(":", "")[:15]  # 20261121T023810
+    path = out_dir / gpu_slug(fp["gpu_name"]) / f"{stamp}Z_{commit}.json"
+    for n in range(2, 100):  # never overwrite a kept run, even one from the same second
+        if not path.exists():
+            break
+        path = path.with_name(f"{stamp}Z_{commit}-{n}.json")
     write_atomically(path, document)
 
     if selector.not_here:
         print("not run on this machine (too few GPUs): "
               + ", ".join(f"{n} (needs {g})" for n, g in sorted(selector.not_here.items())))
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-    print(f"wrote {len(records)} benchmark(s) to {shown} in {fp['wall_seconds']} s")
+    print(f"wrote {len(selector.selected)} benchmark(s) to {shown} in {fp['wall_seconds']} s")
     return path
 
 

@@ -1,41 +1,37 @@
-"""The timings JSON: what the timing run writes and the site reads.
+"""The timings: every run the timing run made, kept, and what the site reads from them.
 
-One file per GPU model, `timings/<gpu-slug>.json`:
+One folder per GPU model, one file per timing run, each file pytest-benchmark's own JSON
+(`pytest-benchmark compare timings/nvidia-h100-80gb-hbm3/*.json` reads them):
 
-    {
-      "schema": 1,
-      "gpu": "NVIDIA H100 80GB HBM3",
-      "runs": {"<run id>": {<fingerprint: GPU, driver, CUDA, torch, cupy, python, commit, date>}},
-      "benchmarks": {
-        "<name>": {
-          "run": "<run id>",
-          "stats": {"median": s, "q1": s, "q3": s, "iqr": s, "mean": s, "stddev": s,
-                    "min": s, "max": s, "rounds": n},
-          "extra": {...},                       # what the benchmark recorded (sizes, labels, ...)
-          "files": [{"path": "snippets/...", "sha256": "..."}, ...]
-        }
-      }
-    }
+    timings/<gpu-slug>/<YYYYmmddTHHMMSSZ>_<commit>.json
+        machine_info.fieldguide   the GPU, driver, CUDA, torch, CuPy, NumPy, host CPU, boot id
+        commit_info               the commit measured
+        benchmarks[]              name, fullname, stats (seconds), extra_info (what the benchmark
+                                  recorded, and `code`: the staleness key of each file it ran)
 
-Every record points at the run that measured it, so a file merged from a full run and a later
-partial one still says where each number came from. Times are in seconds.
+A benchmark's value on a page is the median over the runs that measured its current code, with
+the range where runs disagree. Records of older code stay in their files as history but are
+superseded; if the newest records' code no longer matches the tree, the number is stale.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from dataclasses import dataclass
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from fieldguide import ROOT
+from fieldguide.codekey import code_keys
 
-SCHEMA = 1
 TIMINGS_DIR = ROOT / "timings"
 TIME_FIELDS = ("median", "q1", "q3", "iqr", "mean", "stddev", "min", "max")
 DERIVED_FIELDS = ("bandwidth_gbs", "tflops", "per_op")
+DISAGREEMENT = 1.2  # runs "disagree" when the slowest run's median exceeds the fastest's by 20 %
 
 
 class TimingError(LookupError):
@@ -50,19 +46,56 @@ def gpu_slug(gpu_name: str) -> str:
     return slug
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def benchmark_name(fullname: str) -> str:
+    """`benchmarks/bench_pinned_memory.py::bench_h2d[pinned-1KiB]` -> `pinned_memory.h2d[pinned-1KiB]`."""
+    file_part, _, func = fullname.partition("::")
+    module = Path(file_part).stem.removeprefix("bench_")
+    return f"{module}.{func.removeprefix('bench_')}"
 
 
-def file_entry(relpath: str, root: Path = ROOT) -> dict[str, str]:
-    return {"path": relpath, "sha256": sha256_of(root / relpath)}
+def benchmark_location(fullname: str) -> tuple[str, str]:
+    """(benchmark file, function) of a pytest-benchmark fullname."""
+    file_part, _, func = fullname.partition("::")
+    return file_part, func.split("[", 1)[0]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timing run: one pytest-benchmark JSON file."""
+
+    id: str
+    data: dict[str, Any]
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        """The GPU side (ours) with the host side that pytest-benchmark recorded."""
+        info = self.data["machine_info"]
+        cpu = info.get("cpu") or {}
+        return {"python": info.get("python_version"), "cpu_brand": cpu.get("brand_raw"),
+                "cpu_count": cpu.get("count"), **info["fieldguide"],
+                "git_dirty": bool(self.data.get("commit_info", {}).get("dirty"))}
+
+    @property
+    def date(self) -> str:
+        return self.data["datetime"]
+
+    @property
+    def commit(self) -> str:
+        return self.data.get("commit_info", {}).get("id") or "unknown"
+
+    @property
+    def lease(self) -> str:
+        """What tells machine leases apart: the host's boot id (a fresh machine boots anew)."""
+        return self.fingerprint.get("boot_id") or f"unrecorded ({self.id})"
 
 
 @dataclass(frozen=True)
 class Record:
+    """One benchmark's measurement in one run."""
+
     name: str
     data: dict[str, Any]
-    run: dict[str, Any]
+    run: Run
 
     @property
     def stats(self) -> dict[str, float]:
@@ -70,7 +103,11 @@ class Record:
 
     @property
     def extra(self) -> dict[str, Any]:
-        return self.data.get("extra", {})
+        return {k: v for k, v in self.data.get("extra_info", {}).items() if k != "code"}
+
+    @property
+    def code(self) -> dict[str, str]:
+        return self.data.get("extra_info", {}).get("code", {})
 
     def value(self, field: str, stat: str = "median") -> Any:
         """A stat (seconds), a recorded extra, or a derived quantity.
@@ -87,9 +124,10 @@ class Record:
             return self._require_extra("flops") / self.stats[stat] / 1e12
         if field == "per_op":
             return self.stats[stat] / self._require_extra("ops")
-        if field in self.extra:
-            return self.extra[field]
-        known = sorted({*TIME_FIELDS, "rounds", *DERIVED_FIELDS, *self.extra})
+        extra = self.extra
+        if field in extra:
+            return extra[field]
+        known = sorted({*TIME_FIELDS, "rounds", *DERIVED_FIELDS, *extra})
         raise TimingError(f"benchmark {self.name!r} has no field {field!r} (known: {', '.join(known)})")
 
     def _require_extra(self, key: str) -> float:
@@ -97,84 +135,228 @@ class Record:
             raise TimingError(f"benchmark {self.name!r} recorded no {key!r}, which this field needs")
         return self.extra[key]
 
-    def stale_files(self, root: Path = ROOT) -> list[str]:
-        """Paths whose content no longer matches what was timed (or that are gone)."""
-        stale = []
-        for entry in self.data.get("files", []):
-            path = root / entry["path"]
-            if not path.is_file() or sha256_of(path) != entry["sha256"]:
-                stale.append(entry["path"])
-        return stale
+
+@dataclass
+class Benchmark:
+    """Every run's record of one benchmark's current code, and what a page shows of them."""
+
+    name: str
+    fullname: str
+    records: list[Record]                 # measured the newest code, oldest run first
+    superseded: list[Record] = field(default_factory=list)  # measured older code
+
+    @property
+    def runs(self) -> list[Run]:
+        return [r.run for r in self.records]
+
+    @property
+    def newest(self) -> Record:
+        return self.records[-1]
+
+    @property
+    def code(self) -> dict[str, str]:
+        return self.newest.code
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """What the benchmark recorded, as of its newest run."""
+        return self.newest.extra
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """Each statistic's median over runs (for one run, that run's statistics)."""
+        return {k: statistics.median(r.stats[k] for r in self.records)
+                for k in (*TIME_FIELDS, "rounds")}
+
+    def per_run(self, field: str) -> list[Any]:
+        return [r.value(field) for r in self.records]
+
+    def value(self, field: str, stat: str = "median") -> Any:
+        """The median over runs of a number; a recorded non-number from the newest run."""
+        values = [r.value(field, stat) for r in self.records]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            return statistics.median(values)
+        return values[-1]
+
+    def spread(self, field: str = "median") -> tuple[float, float] | None:
+        """(lowest, highest) over runs when they disagree by more than DISAGREEMENT, else None."""
+        values = [v for v in self.per_run(field) if isinstance(v, (int, float))]
+        if len(values) < 2 or min(values) <= 0:
+            return None
+        low, high = min(values), max(values)
+        return (low, high) if high > DISAGREEMENT * low else None
+
+    def unsteady(self) -> bool:
+        """Within a run: the rounds' spread exceeds their median, so one number hides two cases."""
+        return any(r.stats["iqr"] > r.stats["median"] for r in self.records)
+
+
+class CodeKeys:
+    """Staleness keys of the tree as it is now, each file parsed once per (benchmark, files)."""
+
+    def __init__(self, root: Path = ROOT):
+        self.root = root
+        self._cache: dict[tuple, dict[str, str]] = {}
+        self.computed = 0
+
+    def current(self, fullname: str, paths: list[str]) -> dict[str, str] | None:
+        bench_file, function = benchmark_location(fullname)
+        snippets = tuple(p for p in paths if p != bench_file)
+        key = (bench_file, function, snippets)
+        if key not in self._cache:
+            missing = [p for p in (bench_file, *snippets) if not (self.root / p).is_file()]
+            try:
+                self._cache[key] = None if missing else code_keys(self.root, bench_file, function,
+                                                                  list(snippets))
+            except (LookupError, SyntaxError):
+                self._cache[key] = None
+            self.computed += 1
+        return self._cache[key]
+
+    def stale_files(self, benchmark: Benchmark) -> list[str]:
+        """Files whose timed code changed since the newest records (or that are gone)."""
+        recorded = benchmark.code
+        now = self.current(benchmark.fullname, list(recorded)) or {}
+        return [p for p, key in recorded.items() if now.get(p) != key]
 
 
 class Timings:
-    """One GPU's timings file."""
+    """All runs of one GPU model."""
 
-    def __init__(self, data: dict[str, Any], source: Path):
-        if data.get("schema") != SCHEMA:
-            raise TimingError(f"{source}: schema {data.get('schema')!r}, expected {SCHEMA}")
-        self.data = data
+    def __init__(self, slug: str, runs: list[Run], source: Path):
+        self.slug = slug
         self.source = source
+        self.runs = sorted(runs, key=lambda r: r.date)
+        if not self.runs:
+            raise TimingError(f"{source} holds no timing runs; run `make timings` on that GPU")
+        names = {r.data["machine_info"]["fieldguide"]["gpu_name"] for r in self.runs}
+        if len(names) > 1:
+            raise TimingError(f"{source} mixes runs of different GPUs: {', '.join(sorted(names))}")
+        self.gpu = names.pop()
+        self._benchmarks = self._collect()
 
     @classmethod
-    def load(cls, path: Path) -> Timings:
-        path = Path(path)
-        if not path.is_file():
-            raise TimingError(f"no timings file {path}; run `make timings` on that GPU")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise TimingError(f"{path} is not valid JSON: {exc}") from exc
-        return cls(data, path)
+    def load(cls, directory: Path) -> Timings:
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise TimingError(f"no timings folder {directory}; run `make timings` on that GPU")
+        runs = []
+        for path in sorted(directory.glob("*.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise TimingError(f"{path} is not valid JSON: {exc}") from exc
+            if "fieldguide" not in data.get("machine_info", {}) or "benchmarks" not in data:
+                raise TimingError(f"{path} is not a timing run of this project (no machine_info."
+                                  "fieldguide or no benchmarks)")
+            runs.append(Run(path.stem, data))
+        return cls(directory.name, runs, directory)
 
     @classmethod
     def for_gpu(cls, slug: str, directory: Path = TIMINGS_DIR) -> Timings:
-        return cls.load(Path(directory) / f"{slug}.json")
+        return cls.load(Path(directory) / slug)
+
+    def _collect(self) -> dict[str, Benchmark]:
+        by_name: dict[str, list[tuple[Record, str]]] = {}
+        order: dict[str, tuple[int, int]] = {}
+        for run in self.runs:
+            for position, bench in enumerate(run.data["benchmarks"]):
+                name = benchmark_name(bench["fullname"])
+                by_name.setdefault(name, []).append((Record(name, bench, run), bench["fullname"]))
+                if run.fingerprint.get("complete"):  # pages list benchmarks in the order they ran
+                    order[name] = (0, position)
+                else:
+                    order.setdefault(name, (1, position))
+        benchmarks = {}
+        for name, entries in by_name.items():
+            newest_code = entries[-1][0].code
+            current = [r for r, _ in entries if r.code == newest_code]
+            older = [r for r, _ in entries if r.code != newest_code]
+            benchmarks[name] = Benchmark(name, entries[-1][1], current, older)
+        return dict(sorted(benchmarks.items(), key=lambda kv: (order[kv[0]], kv[0])))
 
     @property
     def names(self) -> list[str]:
-        return sorted(self.data["benchmarks"])
+        return sorted(self._benchmarks)
 
-    def record(self, name: str) -> Record:
+    @property
+    def benchmarks(self) -> list[Benchmark]:
+        return list(self._benchmarks.values())
+
+    def benchmark(self, name: str) -> Benchmark:
         try:
-            data = self.data["benchmarks"][name]
+            return self._benchmarks[name]
         except KeyError:
             raise TimingError(
                 f"{self.source.name} has no benchmark {name!r}; is it spelled right, "
                 "and has `make timings` run since it was added?"
             ) from None
-        return Record(name, data, self.data["runs"][data["run"]])
 
-    def matching(self, pattern: str) -> list[Record]:
-        """Records whose name matches `pattern`, where `*` is the only wildcard.
+    record = benchmark  # the name tests used for one run's record; a Benchmark answers the same
+
+    def matching(self, pattern: str) -> list[Benchmark]:
+        """Benchmarks whose name matches `pattern`, where `*` is the only wildcard.
 
         (Brackets are literal: benchmark names carry parameters such as `[pinned-1KiB]`.)
+        In the order the benchmarks ran.
         """
-        regex = re.compile(".*".join(re.escape(part) for part in pattern.split("*")) + r"\Z")
-        names = [n for n in self.data["benchmarks"] if regex.match(n)]
-        names.sort(key=lambda n: (self.data["benchmarks"][n].get("order", float("inf")), n))
-        hits = [self.record(n) for n in names]
+        hits = [b for b in self._benchmarks.values() if matches(pattern, b.name)]
         if not hits:
             raise TimingError(f"{self.source.name} has no benchmark matching {pattern!r}")
         return hits
 
+    def run_views(self) -> list[RunView]:
+        """One view per run, holding that run's records of each benchmark's current code."""
+        return [RunView(self, run) for run in self.runs]
 
-def fingerprint_caption(run: dict[str, Any]) -> str:
-    """One line saying where and when a number was measured."""
-    memory_gib = run["memory_bytes"] / 2**30
-    parts = [
-        f"{run['gpu_name']} (sm_{run['compute_capability'].replace('.', '')}, "
-        f"{run['sm_count']} SMs, {memory_gib:.0f} GiB)",
-        f"driver {run['driver']}",
-        f"CUDA {run['cuda_runtime']}",
-        f"PyTorch {run['torch']}",
-        f"CuPy {run['cupy'] or 'not installed'}",
-        f"Python {run['python']}",
-        f"commit {run['git_commit'][:10]}{'+dirty' if run.get('git_dirty') else ''}",
-        run["date"][:10],
-    ]
-    return "Measured on " + ", ".join(parts)
+    def leases(self) -> set[str]:
+        return {run.lease for run in self.runs}
 
+
+@dataclass
+class RunView:
+    """What one run measured: the same questions as Timings, answered from that run alone."""
+
+    timings: Timings
+    run: Run
+
+    @cached_property
+    def _records(self) -> dict[str, Record]:
+        found = {}
+        for bench in self.timings.benchmarks:
+            for record in bench.records:
+                if record.run is self.run:
+                    found[bench.name] = record
+        return found
+
+    def has(self, *names: str) -> bool:
+        return all(n in self._records for n in names)
+
+    def record(self, name: str) -> Record:
+        try:
+            return self._records[name]
+        except KeyError:
+            raise TimingError(f"run {self.run.id} did not measure {name!r}") from None
+
+    def value(self, name: str, field: str = "median") -> Any:
+        return self.record(name).value(field)
+
+    def __str__(self) -> str:
+        return f"{self.timings.slug}/{self.run.id}"
+
+
+def matches(pattern: str, name: str) -> bool:
+    """`*` is the only wildcard: benchmark names contain brackets."""
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(regex, name) is not None
+
+
+def all_timings(directory: Path = TIMINGS_DIR) -> list[Timings]:
+    """Every GPU's timings under `directory`."""
+    return [Timings.load(d) for d in sorted(Path(directory).iterdir()) if d.is_dir()]
+
+
+# --- How numbers read --------------------------------------------------------------------------
 
 def format_seconds(seconds: float) -> str:
     """Seconds in the unit a reader expects: 3.2 µs, 41.0 ms, 1.25 s."""
@@ -184,11 +366,37 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
+def format_number(value: float) -> str:
+    """Three significant digits without scientific notation: 2430, 45.3, 0.0712."""
+    if value == 0 or not isinstance(value, float):
+        return f"{value:,}" if isinstance(value, int) else str(value)
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    digits = max(0, 2 - int(f"{abs(value):e}".split("e")[1]))
+    return f"{value:.{digits}f}"
+
+
+def format_bytes(nbytes: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
+
+
+UNITS: dict[str, Callable[[float], str]] = {
+    "bandwidth_gbs": lambda v: f"{format_number(v)} GB/s",
+    "tflops": lambda v: f"{format_number(v)} TFLOP/s",
+    "bytes": format_bytes,
+}
+
+
 def format_value(field: str, value: Any, spec: str | None = None) -> str:
     if spec:
         return format(value, spec)
     if field in TIME_FIELDS or field == "per_op":
         return format_seconds(value)
+    if field in UNITS and isinstance(value, (int, float)):
+        return UNITS[field](value)
     if isinstance(value, float):
-        return f"{value:.3g}"
+        return format_number(value)
     return str(value)

@@ -1,5 +1,6 @@
 """Small helpers shared by the tests (test scaffolding, never shown on a page)."""
 
+import json
 import os
 import re
 import subprocess
@@ -36,3 +37,63 @@ def run_python(args: list[str], timeout: int = 900) -> subprocess.CompletedProce
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, *STRICT_WARNINGS, *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+# --- Fake timing runs (pytest-benchmark's JSON, as the timing run writes it) ---------------------
+
+FAKE_GPU = {
+    "gpu_name": "Fake GPU 9000", "compute_capability": "9.0", "sm_count": 132,
+    "memory_bytes": 80 * 2**30, "gpu_count": 1, "driver": "580.1", "cuda_runtime": "13.0",
+    "torch": "2.11.0", "cupy": "14.2.0", "numpy": "2.3.0", "boot_id": "boot-1", "complete": True,
+}
+
+
+def fake_stats(median: float, iqr: float | None = None) -> dict:
+    iqr = median * 0.2 if iqr is None else iqr
+    return {"median": median, "q1": median - iqr / 2, "q3": median + iqr / 2, "iqr": iqr,
+            "mean": median, "stddev": 0.0, "min": median * 0.8, "max": median * 1.2, "rounds": 10,
+            "iterations": 1, "ops": 1 / median, "total": median * 10, "outliers": "0;0",
+            "ld15iqr": median * 0.8, "hd15iqr": median * 1.2}
+
+
+def fake_benchmark(fullname: str, median: float, code: dict | None = None, iqr: float | None = None,
+                   **extra) -> dict:
+    """One benchmark entry; `fullname` is 'benchmarks/bench_x.py::bench_y[param]'."""
+    func = fullname.split("::")[1]
+    return {"group": None, "name": func, "fullname": fullname, "params": None, "param": None,
+            "options": {}, "stats": fake_stats(median, iqr), "extra_info": {**extra, "code": code or {}}}
+
+
+def fake_run(benchmarks: list[dict], date: str = "2026-11-21T00:00:00+00:00",
+             commit: str = "abcdef1234" + "0" * 30, **gpu) -> dict:
+    return {"machine_info": {"python_version": "3.12.3", "fieldguide": {**FAKE_GPU, **gpu},
+                             "cpu": {"brand_raw": "Fake CPU", "count": 16}},
+            "commit_info": {"id": commit, "dirty": False}, "datetime": date,
+            "version": "5.1.0", "benchmarks": benchmarks}
+
+
+def write_run(directory: Path, run: dict) -> Path:
+    """timings/<slug>/<stamp>_<commit>.json, as the timing run names it."""
+    from fieldguide.timings import gpu_slug
+
+    folder = Path(directory) / gpu_slug(run["machine_info"]["fieldguide"]["gpu_name"])
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = run["datetime"].replace("-", "").replace(":", "")[:15]
+    path = folder / f"{stamp}Z_{run['commit_info']['id'][:10]}.json"
+    path.write_text(json.dumps(run))
+    return path
+
+
+def fake_timings(benchmarks: list[dict], directory: Path) -> "Timings":  # noqa: F821
+    """Timings of one fake run holding `benchmarks` (fake_benchmark entries)."""
+    from fieldguide.timings import Timings
+
+    path = write_run(directory, fake_run(benchmarks))
+    return Timings.load(path.parent)
+
+
+def fake_bench(name: str, median: float, directory: Path, **extra):
+    """One Benchmark named `module.func[param]` (as pages name them), from a one-run fake."""
+    module, _, rest = name.partition(".")
+    fullname = f"benchmarks/bench_{module}.py::bench_{rest}"
+    return fake_timings([fake_benchmark(fullname, median, iqr=0.0, **extra)], directory).benchmark(name)

@@ -1,11 +1,15 @@
 """Claims of docs/foundations/cpu-vs-gpu.md, and the roofline math its chart is drawn with."""
 
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 
 from fieldguide import roofline
-from fieldguide.timings import Record, TimingError
+from fieldguide.timings import TimingError
 from snippets.foundations import cpu_vs_gpu as snippet
+from tests.helpers import fake_bench
 
 pytestmark = pytest.mark.snippet("snippets/foundations/cpu_vs_gpu.py")
 
@@ -107,16 +111,11 @@ def test_one_tiny_op_is_slower_on_the_gpu():
 
 # --- the roofline chart's math (fieldguide/roofline.py), on fake timing records ---
 
-RUN = {"gpu_name": "Fake GPU", "compute_capability": "9.0", "sm_count": 132,
-       "memory_bytes": 80 * 2**30, "driver": "580.1", "cuda_runtime": "13.0", "torch": "2.11.0",
-       "cupy": "14.2.0", "python": "3.12.3", "git_commit": "abcdef1234" + "0" * 30,
-       "date": "2026-11-21T00:00:00+00:00"}
+_FAKES = Path(tempfile.mkdtemp(prefix="fake-timings-"))
 
 
 def fake(name, median, **extra):
-    stats = {"median": median, "q1": median, "q3": median, "iqr": 0.0, "mean": median,
-             "stddev": 0.0, "min": median, "max": median, "rounds": 10}
-    return Record(name, {"run": "r", "stats": stats, "extra": extra, "files": []}, RUN)
+    return fake_bench(name, median, _FAKES / name, **extra)
 
 
 COPY = fake("t.copy", 1e-3, bytes=3e9)                       # 3 TB/s
@@ -169,28 +168,21 @@ def test_roofline_draws_light_and_dark_svgs_and_a_table():
     assert "| `t.triad` | 0.167 | 0.5 TFLOP/s | – | 100% | memory |" in table
 
 
-def test_roofline_hook_renders_a_figure_and_its_numbers(tmp_path):
-    pytest.importorskip("mkdocs")  # the hook needs MkDocs, which GPU machines may lack
-    import importlib.util
-    from types import SimpleNamespace
+def test_roofline_shortcode_renders_a_figure_and_its_numbers(tmp_path):
+    pytest.importorskip("mkdocs")  # the renderer needs MkDocs, which GPU machines may lack
+    from fieldguide import shortcodes
+    from tests.helpers import fake_benchmark, fake_run, write_run
 
-    from fieldguide import ROOT, shortcodes
-    from fieldguide.timings import SCHEMA, Timings
-
-    spec = importlib.util.spec_from_file_location("timing_roofline", ROOT / "hooks" / "timing_roofline.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
-    records = [COPY, FP32, BF16, TRIAD, SMALL]
-    timings = Timings({"schema": SCHEMA, "gpu": "Fake GPU", "runs": {"r": RUN},
-                       "benchmarks": {r.name: r.data for r in records}}, tmp_path / "fake.json")
-    ctx = shortcodes.Context(load=lambda gpu: timings, root=tmp_path)
-    page = SimpleNamespace(url="foundations/cpu-vs-gpu/")
+    entries = [fake_benchmark(f"benchmarks/bench_t.py::bench_{b.name[2:]}", b.value("median"),
+                              iqr=0.0, **b.extra) for b in (COPY, FP32, BF16, TRIAD, SMALL)]
+    write_run(tmp_path / "timings", fake_run(entries))
+    build = shortcodes.Build(tmp_path, "fake-gpu-9000")
     markdown = ("<!-- timing-roofline: t.copy t.matmul[fp32],t.matmul[bf16] points=t.*,t.triad "
                 "series=kind -->\n\n<!-- timing-roofline: t.copy t.matmul[fp8] points=t.* -->")
-    out = shortcodes.replace(markdown, {"roofline"}, lambda c: hook._render(c, ctx, page), ctx.problems)
+    out, page = build.render_page(markdown, "foundations/cpu-vs-gpu.md", "foundations/cpu-vs-gpu/")
     assert out.count('-light.svg#only-light"') == 1 and out.count('-dark.svg#only-dark"') == 1
-    assert "Measured on Fake GPU" in out and "Memory roof 3000 GB/s" in out
+    assert "Fake GPU 9000 · 1 run" in out and "Memory roof 3000 GB/s" in out
     assert out.count("| `t.triad` |") == 1  # matched by two patterns, drawn once
     assert "| `t.matmul[fp32]` |" not in out  # a roof without `bytes` is not a point
     assert "[timing unavailable: roofline]" in out
-    assert len(ctx.problems) == 1 and "no benchmark 't.matmul[fp8]'" in ctx.problems[0]
+    assert len(page.problems) == 1 and "no benchmark 't.matmul[fp8]'" in page.problems[0]

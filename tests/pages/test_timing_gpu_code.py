@@ -19,11 +19,12 @@ def test_median_resists_an_outlier_and_mean_does_not():
 
 def test_every_method_times_the_same_product():
     a, b = snippet.a, snippet.b
-    synced = statistics.median(snippet.time_synchronized(a, b) for _ in range(5))
+    # The fastest of five is the least disturbed by other work on a busy 2-core CI machine;
+    # the Timer's median must not come in far under it (it would if it timed only a launch).
+    fastest = min(snippet.time_synchronized(a, b) for _ in range(5))
     median, iqr = snippet.time_with_timer(a, b)
-    assert synced > 0 and median > 0 and iqr >= 0
-    # Both measure the whole product; on a busy 2-core CI box allow a wide margin.
-    assert 0.2 < median / synced < 5
+    assert fastest > 0 and median > 0 and iqr >= 0
+    assert median > 0.5 * fastest, (median, fastest)
 
 
 @pytest.mark.gpus(1)

@@ -1,112 +1,235 @@
-"""The timing hooks: they render from the JSON, and the strict build fails on missing or stale data.
+"""The timings hook: it renders from the runs, and the strict build fails on every fault it guards.
 
-Each test builds a tiny MkDocs project in a temporary directory with this repository's hooks.
+Each test builds a tiny MkDocs project in a temporary directory with this repository's hook,
+one benchmark module and one snippet, and timing runs written as the timing run writes them.
 """
 
-import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
 from fieldguide import ROOT
-from fieldguide.timings import SCHEMA, sha256_of
+from fieldguide.codekey import code_keys
+from tests.helpers import fake_benchmark, fake_run, write_run
 
 pytest.importorskip("mkdocs")
 pytest.importorskip("matplotlib")
 
-RUN = {
-    "gpu_name": "Fake GPU 9000", "compute_capability": "9.0", "sm_count": 132,
-    "memory_bytes": 80 * 2**30, "gpu_count": 1, "driver": "580.1", "cuda_runtime": "13.0",
-    "torch": "2.11.0", "cupy": "14.2.0", "python": "3.12.3", "git_commit": "abcdef1234" + "0" * 30,
-    "git_dirty": False, "date": "2026-11-21T00:00:00+00:00", "complete": True,
-}
+SNIPPET = '''\
+GPUS_NEEDED = 0
 
 
-def record(nbytes, median, files):
-    stats = {"median": median, "q1": median * 0.9, "q3": median * 1.1, "iqr": median * 0.2,
-             "mean": median, "stddev": 0.0, "min": median * 0.8, "max": median * 1.2, "rounds": 10}
-    return {"run": "r1", "stats": stats, "extra": {"bytes": nbytes, "kind": "pinned"},
-            "files": files}
+def copy(n):
+    """Copy n bytes."""
+    return bytes(n)
+
+
+def unrelated():
+    return 1
+'''
+BENCH = '''\
+import pytest
+
+from snippet import copy
+
+LABELS = {"copy": "Copy of {bytes}", "slow": "Slow copy, {bytes}"}
+
+
+@pytest.mark.parametrize("n", [1024])
+def bench_copy(benchmark, n):
+    benchmark.pedantic(copy, args=(n,))
+
+
+def bench_slow(benchmark):
+    benchmark.pedantic(copy, args=(1,))
+'''
+MKDOCS = """
+site_name: hook test
+extra:
+  timings: fake-gpu-9000
+hooks:
+  - {hook}
+markdown_extensions: [fieldguide.unrendered, admonition, pymdownx.details, tables]
+"""
+SIZES = (2**10, 2**20, 2**30)
 
 
 @pytest.fixture
 def project(tmp_path):
     (tmp_path / "docs").mkdir()
-    (tmp_path / "timings").mkdir()
-    snippet = tmp_path / "snippet.py"
-    snippet.write_text("x = 1\n")
-    files = [{"path": "snippet.py", "sha256": sha256_of(snippet)}]
-    benchmarks = {f"copy[{n}]": record(n, n / 50e9, files) for n in (2**10, 2**20, 2**30)}
-    # a second sweep that wins only at the smallest size
-    benchmarks |= {f"slow[{n}]": record(n, 1e-9 if n == 2**10 else n / 10e9, files)
-                   for n in (2**10, 2**20, 2**30)}
-    data = {"schema": SCHEMA, "gpu": RUN["gpu_name"], "runs": {"r1": RUN}, "benchmarks": benchmarks}
-    (tmp_path / "timings" / "fake-gpu-9000.json").write_text(json.dumps(data))
-    (tmp_path / "mkdocs.yml").write_text(textwrap.dedent(f"""
-        site_name: hook test
-        extra:
-          timings: fake-gpu-9000
-        hooks:
-          - {ROOT / "hooks" / "timing_charts.py"}
-          - {ROOT / "hooks" / "timing_tables.py"}
-        markdown_extensions: [admonition, pymdownx.details, tables]
-    """))
-    return tmp_path
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "snippet.py").write_text(SNIPPET)
+    (tmp_path / "benchmarks" / "bench_copy.py").write_text(BENCH)
+    keys = {f: code_keys(tmp_path, "benchmarks/bench_copy.py", f, ["snippet.py"])
+            for f in ("bench_copy", "bench_slow")}
+
+    def benches(scale=1.0):
+        found = [fake_benchmark(f"benchmarks/bench_copy.py::bench_copy[{n}]", scale * n / 50e9,
+                                keys["bench_copy"], bytes=n, kind="pinned") for n in SIZES]
+        # a second sweep that wins only at the smallest size
+        found += [fake_benchmark(f"benchmarks/bench_copy.py::bench_slow[{n}]",
+                                 1e-9 if n == 2**10 else n / 10e9, keys["bench_slow"], bytes=n)
+                  for n in SIZES]
+        return found
+
+    write_run(tmp_path / "timings", fake_run(benches()))
+
+    def write_config(hook=ROOT / "hooks" / "timings.py"):
+        (tmp_path / "mkdocs.yml").write_text(MKDOCS.format(hook=hook))
+
+    write_config()
+    return SimpleNamespace(path=tmp_path, write_config=write_config, benches=benches)
 
 
 def build(project, page):
-    (project / "docs" / "index.md").write_text(textwrap.dedent(page))
+    (project.path / "docs" / "index.md").write_text(textwrap.dedent(page))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=project,
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=project.path,
                           env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_renders_table_value_ratio_and_chart(project):
-    result = build(project, """
-        # Copies
-        Large copies ran at <!-- timing-value: copy[1073741824] bandwidth_gbs .1f --> GB/s,
-        <!-- timing-ratio: copy[1073741824] copy[1024] .0f -->× the time of a small one.
-        Fast beats slow <!-- timing-crossover: slow[*] copy[*] x=bytes -->; never
-        <!-- timing-crossover: copy[*] slow[*] x=bytes -->.
+PAGE = """
+    # Copies
+    Large copies ran at <!-- timing-value: copy.copy[1073741824] bandwidth_gbs -->,
+    <!-- timing-ratio: copy.copy[1073741824] copy.copy[1024] .0f -->× the time of a small one.
+    Fast beats slow <!-- timing-crossover: copy.slow[*] copy.copy[*] x=bytes -->; never
+    <!-- timing-crossover: copy.copy[*] copy.slow[*] x=bytes -->.
 
-        <!-- timing-table: copy[*] columns=median,bandwidth_gbs -->
+    <!-- timing-table: copy.copy[*] columns=median,bandwidth_gbs -->
 
-        <!-- timing-chart: copy[*] x=bytes y=bandwidth_gbs series=kind xscale=log -->
+    <!-- timing-chart: copy.copy[*] x=bytes y=bandwidth_gbs series=kind -->
 
-        Quoted shortcodes are shown, not rendered: `<!-- timing-value: nope median -->`.
-    """)
+    Quoted shortcodes are shown, not rendered: `<!-- timing-value: nope median -->`.
+"""
+
+
+def test_renders_table_value_ratio_chart_and_provenance(project):
+    result = build(project, PAGE)
     assert result.returncode == 0, result.stderr
-    html = (project / "site" / "index.html").read_text()
+    html = (project.path / "site" / "index.html").read_text()
     assert "50.0 GB/s" in html and "1048576×" in html
-    assert "from bytes = 1048576 upwards" in html  # slow wins at 1 KiB, copy from 1 MiB on
-    assert "at none of the sizes measured (up to bytes = 1073741824)" in html
-    assert "<table>" in html and "copy[1048576]" in html
-    assert "Measured on Fake GPU 9000 (sm_90, 132 SMs, 80 GiB), driver 580.1" in html
-    charts = sorted(p.name for p in (project / "site" / "assets" / "charts").iterdir())
-    assert sorted(c.rsplit("-", 1)[1] for c in charts) == ["dark.svg", "light.svg"]
-    assert all(f'{c}#only-{c.rsplit("-", 1)[1][:-4]}' in html for c in charts)
+    assert "from bytes = 1 MiB upwards" in html  # slow wins at 1 KiB, copy from 1 MiB on
+    assert "at none of the sizes measured (up to bytes = 1 GiB)" in html
+    assert "<table>" in html and "Copy of 1 MiB" in html  # the label declared beside the benchmark
+    assert html.count('id="measured-on"') == 1 and "Fake CPU, 16 cores" in html
+    assert "Fake GPU 9000 · 1 run · 2026-11-21" in html
+    charts = sorted(p.name for p in (project.path / "site" / "assets" / "charts").iterdir())
+    assert sorted(c.split("-", 1)[1] for c in charts) == [
+        "dark-narrow.svg", "dark.svg", "light-narrow.svg", "light.svg"]
     assert "timing-value: nope median" in html
 
 
+def test_runs_that_disagree_show_their_range(project):
+    write_run(project.path / "timings", fake_run(project.benches(scale=2.0), date="2026-11-22T00:00:00+00:00",
+                                            boot_id="boot-2"))
+    result = build(project, "# P\n\n<!-- timing-value: copy.copy[1024] median -->\n\n"
+                            "<!-- timing-table: copy.copy[1024] -->\n")
+    assert result.returncode == 0, result.stderr
+    html = (project.path / "site" / "index.html").read_text()
+    assert "30.7 ns (20.5 ns–41 ns over 2 runs)" in html
+    assert "2 runs · 2026-11-21 to 2026-11-22" in html
+
+
 def test_missing_benchmark_fails_the_strict_build(project):
-    result = build(project, "# Page\n\nIt took <!-- timing-value: copy[7] median -->.\n")
+    result = build(project, "# Page\n\nIt took <!-- timing-value: copy.copy[7] median -->.\n")
     assert result.returncode != 0
-    assert "index.md" in result.stderr and "no benchmark 'copy[7]'" in result.stderr
+    assert "index.md" in result.stderr and "no benchmark 'copy.copy[7]'" in result.stderr
 
 
-def test_stale_timing_fails_the_strict_build(project):
-    (project / "snippet.py").write_text("x = 2  # changed after it was measured\n")
-    result = build(project, "# Page\n\n<!-- timing-table: copy[1024] -->\n")
+def test_a_code_change_makes_the_timing_stale(project):
+    snippet = project.path / "snippet.py"
+    snippet.write_text(snippet.read_text().replace("bytes(n)", "bytearray(n)"))
+    result = build(project, "# Page\n\n<!-- timing-table: copy.copy[1024] -->\n")
     assert result.returncode != 0
-    assert "index.md" in result.stderr and "snippet.py changed since it was measured" in result.stderr
-    assert "copy[1024]" in result.stderr
+    assert "snippet.py: the code these timings measured has changed" in result.stderr
+    assert "copy.copy[1024]" in result.stderr and "index.md" in result.stderr
 
 
-def test_unknown_shortcode_and_field_fail(project):
-    result = build(project, "# P\n\n<!-- timing-tabel: copy[*] -->\n\n"
-                            "<!-- timing-value: copy[1024] speed -->\n")
+def test_comments_docstrings_and_unreached_code_do_not(project):
+    snippet = project.path / "snippet.py"
+    snippet.write_text(snippet.read_text().replace('"""Copy n bytes."""', '"""Copy n zero bytes."""')
+                       .replace("return 1", "return 2  # not run by any benchmark")
+                       + "\n\ndef added_later():\n    return 3\n")
+    bench = project.path / "benchmarks" / "bench_copy.py"
+    bench.write_text(bench.read_text() + "\n\ndef bench_new(benchmark):  # a new benchmark\n"
+                     "    benchmark(copy, 2)\n")
+    result = build(project, "# Page\n\n<!-- timing-table: copy.copy[1024] -->\n")
+    assert result.returncode == 0, result.stderr
+
+
+def test_unknown_kind_and_field_fail(project):
+    result = build(project, "# P\n\n<!-- timing-tabel: copy.copy[*] -->\n\n"
+                            "<!-- timing-value: copy.copy[1024] speed -->\n")
     assert result.returncode != 0
-    assert "unknown shortcode" in result.stderr and "has no field 'speed'" in result.stderr
+    assert "unknown shortcode kind 'tabel'" in result.stderr
+    assert "has no field 'speed'" in result.stderr
+
+
+def test_without_the_hook_the_strict_build_fails(project):
+    project.write_config(hook=project.path / "no_op_hook.py")
+    (project.path / "no_op_hook.py").write_text("")
+    result = build(project, PAGE)
+    assert result.returncode != 0
+    assert "timing shortcode left unrendered" in result.stderr and "hooks/timings.py" in result.stderr
+
+
+@pytest.mark.parametrize("fault", ["renderer", "figures"])
+def test_a_broken_part_of_the_hook_fails_the_strict_build(project, fault):
+    """A copy of the hook with one part removed: the registry entry, or writing the figures."""
+    hook = (ROOT / "hooks" / "timings.py").read_text()
+    if fault == "renderer":
+        hook = hook.replace("def on_config(config):\n",
+                            "def on_config(config):\n    shortcodes.RENDERERS.pop('table', None)\n")
+        expected = "unknown shortcode kind 'table'"
+    else:
+        hook = hook.replace("written = set(figures.write(build, config.site_dir))", "written = set()")
+        expected = "figures not written"
+    (project.path / "broken_hook.py").write_text(hook)
+    project.write_config(hook=project.path / "broken_hook.py")
+    result = build(project, PAGE)
+    assert result.returncode != 0
+    assert expected in result.stderr
+
+
+def test_a_bound_comes_from_the_pages_claims(project):
+    tests = project.path / "tests" / "pages"
+    tests.mkdir(parents=True)
+    (tests / "test_index.py").write_text('CLAIMS = {"copy_share": 0.75}\n')
+    result = build(project, "# P\n\nat least <!-- timing-bound: copy_share .0% --> of the copy\n")
+    assert result.returncode == 0, result.stderr
+    assert "at least 75% of the copy" in (project.path / "site" / "index.html").read_text()
+    result = build(project, "# P\n\n<!-- timing-bound: nope -->\n")
+    assert result.returncode != 0 and "has no claim 'nope'" in result.stderr
+
+
+def test_one_build_loads_each_gpu_once_and_keys_each_benchmark_once(project, monkeypatch):
+    """In-process, to count: one timings load per GPU and one code key per benchmark function."""
+    from mkdocs.commands.build import build as mkdocs_build
+    from mkdocs.config import load_config
+
+    from fieldguide import codekey, timings
+
+    (project.path / "docs" / "index.md").write_text(textwrap.dedent(PAGE))
+    (project.path / "docs" / "other.md").write_text("# Other\n\n<!-- timing-table: copy.* -->\n")
+    counts = {"load": 0, "key": 0}
+    load, keys = timings.Timings.load.__func__, codekey.code_keys
+
+    def counting_load(cls, path):
+        counts["load"] += 1
+        return load(cls, path)
+
+    def counting_keys(*args):
+        counts["key"] += 1
+        return keys(*args)
+
+    monkeypatch.setattr(timings.Timings, "load", classmethod(counting_load))
+    monkeypatch.setattr(timings, "code_keys", counting_keys)
+    monkeypatch.chdir(project.path)
+    mkdocs_build(load_config(str(project.path / "mkdocs.yml"), strict=True))
+    assert counts == {"load": 1, "key": 2}  # one GPU; bench_copy and bench_slow
+    shutil.rmtree(project.path / "site")

@@ -1,7 +1,7 @@
-"""`make timings` fails clearly and never damages the committed file.
+"""`make timings` keeps every run, fails clearly, and never damages the committed timings.
 
 The runner is driven in-process against small stand-in benchmarks, with the CUDA check and the
-fingerprint replaced, so these faults are tested on any machine.
+GPU fingerprint replaced, so these faults are tested on any machine.
 """
 
 import json
@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from fieldguide import timing_run
-from fieldguide.timings import SCHEMA, Timings
+from fieldguide.timings import Timings, benchmark_name
 
 GOOD = """
 def bench_fast(benchmark):
@@ -35,8 +35,8 @@ def bench_too_big(benchmark):
 FINGERPRINT = {
     "gpu_name": "Fake GPU 9000", "compute_capability": "9.0", "sm_count": 1,
     "memory_bytes": 2**30, "gpu_count": 1, "driver": "1", "cuda_runtime": "13.0",
-    "torch": "2.13.0", "cupy": None, "python": "3.11", "git_commit": "0" * 40,
-    "git_dirty": False, "date": "2026-01-01T00:00:00+00:00",
+    "torch": "2.13.0", "cupy": None, "numpy": "2.0", "nccl": None, "interconnect": None,
+    "boot_id": "boot-1",
 }
 
 
@@ -47,6 +47,7 @@ def bench_env(tmp_path, monkeypatch):
     out_dir = tmp_path / "timings"
     monkeypatch.setattr(timing_run, "_cuda_device_count", lambda: 1)
     monkeypatch.setattr("fieldguide.fingerprint.collect", lambda: dict(FINGERPRINT))
+    monkeypatch.setenv("FIELDGUIDE_GIT_COMMIT", "0" * 40)
 
     def write(**modules):
         for name, source in modules.items():
@@ -64,16 +65,19 @@ def run(bench_dir, out_dir, only=None):
     return timing_run.run(only, out_dir, bench_dir=bench_dir)
 
 
-def test_full_run_writes_fingerprint_stats_and_files(bench_env):
+def test_full_run_writes_one_pytest_benchmark_file(bench_env):
     bench_dir, out_dir = bench_env(good=GOOD)
     path = run(bench_dir, out_dir)
-    assert path.name == "fake-gpu-9000.json"
-    timings = Timings.load(path)
-    record = timings.record("good.fast")
-    assert record.stats["rounds"] == 5 and record.stats["median"] > 0
-    assert record.stats["q1"] <= record.stats["median"] <= record.stats["q3"]
-    assert record.run["gpu_name"] == "Fake GPU 9000" and record.run["complete"] is True
-    assert record.value("bandwidth_gbs") > 0
+    assert path.parent.name == "fake-gpu-9000" and path.name.endswith("Z_0000000000.json")
+    data = json.loads(path.read_text())
+    assert {"machine_info", "commit_info", "benchmarks", "datetime", "version"} <= data.keys()
+    assert data["machine_info"]["fieldguide"]["complete"] is True
+    assert "python_version" in data["machine_info"]  # pytest-benchmark's own host facts
+    bench = Timings.load(path.parent).benchmark("good.fast")
+    assert bench.stats["rounds"] == 5 and bench.value("median") > 0
+    assert bench.stats["q1"] <= bench.value("median") <= bench.stats["q3"]
+    assert bench.value("bandwidth_gbs") > 0
+    assert set(bench.code) == {"bench_good.py"}  # keyed by the code it ran (path from rootdir)
 
 
 def test_unknown_benchmark_is_named_with_a_suggestion(bench_env):
@@ -92,7 +96,8 @@ def test_failing_benchmark_is_named_and_nothing_is_written(bench_env):
     message = str(excinfo.value)
     assert "broken.broken" in message and "kernel exploded" in message
     assert "not written" in message
-    assert (out_dir / "fake-gpu-9000.json").read_bytes() == committed
+    (only,) = (out_dir / "fake-gpu-9000").iterdir()
+    assert only.read_bytes() == committed
 
 
 def test_out_of_memory_is_reported_as_such(bench_env):
@@ -102,17 +107,29 @@ def test_out_of_memory_is_reported_as_such(bench_env):
     assert not out_dir.exists()
 
 
-def test_partial_run_merges_and_keeps_each_records_run(bench_env, monkeypatch):
+def test_every_run_is_kept_and_a_value_is_the_median_over_runs(bench_env, monkeypatch):
     bench_dir, out_dir = bench_env(good=GOOD, other=GOOD.replace("bench_fast", "bench_slow"))
-    path = run(bench_dir, out_dir)
-    first_run = Timings.load(path).record("other.slow").data["run"]
-    later = dict(FINGERPRINT, date="2026-02-02T00:00:00+00:00", git_commit="1" * 40)
-    monkeypatch.setattr("fieldguide.fingerprint.collect", lambda: dict(later))
-    run(bench_dir, out_dir, only=["good.fast"])
-    timings = Timings.load(path)
-    assert timings.record("other.slow").data["run"] == first_run
-    assert timings.record("good.fast").run["complete"] is False
-    assert len(timings.data["runs"]) == 2
+    first = run(bench_dir, out_dir)
+    monkeypatch.setenv("FIELDGUIDE_GIT_COMMIT", "1" * 40)
+    monkeypatch.setattr("fieldguide.fingerprint.collect", lambda: dict(FINGERPRINT, boot_id="boot-2"))
+    second = run(bench_dir, out_dir, only=["good.fast"])
+    assert first != second and first.exists()
+    timings = Timings.load(out_dir / "fake-gpu-9000")
+    assert len(timings.runs) == 2 and timings.leases() == {"boot-1", "boot-2"}
+    fast, slow = timings.benchmark("good.fast"), timings.benchmark("other.slow")
+    assert len(fast.records) == 2 and len(slow.records) == 1
+    assert fast.records[-1].run.fingerprint["complete"] is False
+    per_run = [r.value("median") for r in fast.records]
+    assert fast.value("median") == pytest.approx(sum(per_run) / 2)  # median of two
+
+
+def test_a_changed_benchmark_supersedes_its_old_records(bench_env):
+    bench_dir, out_dir = bench_env(good=GOOD)
+    run(bench_dir, out_dir)
+    bench_env(good=GOOD.replace("range(100)", "range(200)"))
+    run(bench_dir, out_dir)
+    fast = Timings.load(out_dir / "fake-gpu-9000").benchmark("good.fast")
+    assert len(fast.records) == 1 and len(fast.superseded) == 1
 
 
 def test_no_cuda_is_a_clear_error(monkeypatch, capsys):
@@ -126,7 +143,7 @@ def test_no_cuda_is_a_clear_error(monkeypatch, capsys):
 
 def test_crash_during_write_leaves_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "gpu.json"
-    old = json.dumps({"schema": SCHEMA})
+    old = json.dumps({"benchmarks": []})
     path.write_text(old)
 
     def interrupted(fd):  # the run is killed while the new file is half written
@@ -134,18 +151,18 @@ def test_crash_during_write_leaves_the_old_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr("os.fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        timing_run.write_atomically(path, {"schema": SCHEMA})
+        timing_run.write_atomically(path, {"benchmarks": [1]})
     assert path.read_text() == old
     assert list(tmp_path.iterdir()) == [path]
 
 
 def test_benchmark_names():
-    assert (timing_run.benchmark_name("benchmarks/bench_pinned_memory.py::bench_copy[h2d-pinned-1KiB]")
+    assert (benchmark_name("benchmarks/bench_pinned_memory.py::bench_copy[h2d-pinned-1KiB]")
             == "pinned_memory.copy[h2d-pinned-1KiB]")
 
 
 def test_only_accepts_a_wildcard_and_records_keep_source_order(bench_env):
     bench_dir, out_dir = bench_env(good=GOOD + GOOD.replace("bench_fast", "bench_a_second"))
     path = run(bench_dir, out_dir, only=["good.*"])
-    timings = Timings.load(path)
-    assert [r.name for r in timings.matching("good.*")] == ["good.fast", "good.a_second"]
+    timings = Timings.load(path.parent)
+    assert [b.name for b in timings.matching("good.*")] == ["good.fast", "good.a_second"]
