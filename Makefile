@@ -13,7 +13,7 @@ PORT      ?= 8000
 PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -x"
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
-.PHONY: help serve build test test-gpu lint timings timings-list lock browser clean
+.PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -55,11 +55,14 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if any G
 	@# -m "not browser": CI=true on a GPU runner too, and the browser check is CPU CI's job.
 	$(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider -m "not browser" $(PYTEST_ARGS)
 
-timings: ## On a CUDA machine: run the benchmarks and rewrite timings/<gpu>.json
+timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<gpu>/ (every run is kept)
 	$(GPU_PYTHON) -m fieldguide.timing_run
 
 timings-list: ## List benchmark names (for `python3 -m fieldguide.timing_run --only NAME`)
 	$(GPU_PYTHON) -m fieldguide.timing_run --list
+
+timings-report: $(VENV)/.docs ## How the kept runs agree: runs per GPU, benchmarks whose runs disagree by >20%
+	$(PY) -m fieldguide.report
 
 lock: $(VENV)/.docs ## Re-pin requirements/*.txt from pyproject.toml
 	$(PY) -m pip install -q pip-tools

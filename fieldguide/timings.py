@@ -84,9 +84,9 @@ class Run:
         return self.data.get("commit_info", {}).get("id") or "unknown"
 
     @property
-    def lease(self) -> str:
+    def lease(self) -> str | None:
         """What tells machine leases apart: the host's boot id (a fresh machine boots anew)."""
-        return self.fingerprint.get("boot_id") or f"unrecorded ({self.id})"
+        return self.fingerprint.get("boot_id")
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,8 @@ class Timings:
         return [RunView(self, run) for run in self.runs]
 
     def leases(self) -> set[str]:
-        return {run.lease for run in self.runs}
+        """The machine leases the runs came from, where a run recorded its lease."""
+        return {run.lease for run in self.runs if run.lease}
 
 
 @dataclass

@@ -58,7 +58,7 @@ def test_gpu_timings_only_runs_trusted_code_without_permissions():
     assert "permissions" not in job
     assert {"make timings", "make test-gpu"} <= set(runs(gpu))
     upload = next(s for s in job["steps"] if "upload-artifact@" in s.get("uses", ""))
-    assert upload["with"]["path"] == "timings/*.json"
+    assert upload["with"]["path"] == "timings/*/*.json"  # every GPU folder, every kept run
 
 
 def test_pages_builds_with_read_and_deploys_with_pages_permissions():
