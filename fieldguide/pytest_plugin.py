@@ -47,6 +47,8 @@ def snippet_paths(item: pytest.Item) -> list[str]:
 
 
 def needed_gpus(item: pytest.Item) -> int:
+    if "measured" in getattr(item, "fixturenames", ()):
+        return 0  # checks committed measurements: runs anywhere, whatever its snippet needs
     needs = [gpus_needed(ROOT / p) for p in snippet_paths(item)]
     needs += [int(m.args[0]) for m in item.iter_markers("gpus")]
     return max(needs, default=0)
@@ -108,6 +110,26 @@ def snippet(request: pytest.FixtureRequest):
         raise pytest.UsageError(f"{request.node.nodeid}: the `snippet` fixture needs a "
                                 "`pytest.mark.snippet(path)` marker on the module")
     return importlib.import_module(module_name(ROOT / marker.args[0]))
+
+
+@pytest.fixture(scope="session")
+def measured():
+    """`measured(*names)`: every recorded run, of every GPU, that measured all of `names`.
+
+    A page's claim about measured numbers is checked against each run, not only the newest;
+    no run at all is a failure (a claim with nothing behind it), never a silent pass.
+    """
+    from fieldguide.timings import TimingError, all_timings, runs_measuring
+
+    everything = all_timings()
+
+    def runs(*names: str):
+        try:
+            return runs_measuring(everything, *names)
+        except TimingError as exc:
+            pytest.fail(str(exc))
+
+    return runs
 
 
 @pytest.fixture

@@ -317,7 +317,7 @@ def render_bound(code: Shortcode, build: Build, page: Page) -> str:
     if code.args[0] not in claims:
         raise KeyError(f"{path.name} has no claim {code.args[0]!r} (it has: {', '.join(claims)})")
     bound = claims[code.args[0]]
-    return format(bound, code.args[1]) if len(code.args) == 2 else format_value("", bound)
+    return format(bound, code.args[1] if len(code.args) == 2 else "g")
 
 
 def _figures() -> dict[str, Callable]:

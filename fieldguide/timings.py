@@ -352,6 +352,14 @@ def matches(pattern: str, name: str) -> bool:
     return re.fullmatch(regex, name) is not None
 
 
+def runs_measuring(timings: list[Timings], *names: str) -> list[RunView]:
+    """Every run, of every GPU, whose records of the current code include all of `names`."""
+    found = [view for t in timings for view in t.run_views() if view.has(*names)]
+    if not found:
+        raise TimingError(f"no recorded run measured all of {', '.join(names)}")
+    return found
+
+
 def all_timings(directory: Path = TIMINGS_DIR) -> list[Timings]:
     """Every GPU's timings under `directory`."""
     return [Timings.load(d) for d in sorted(Path(directory).iterdir()) if d.is_dir()]

@@ -119,3 +119,17 @@ def test_launch_blocking_slows_the_training_loop(monkeypatch):
     normal = snippet.seconds_per_step_in_fresh_process(launch_blocking=False)
     blocking = snippet.seconds_per_step_in_fresh_process(launch_blocking=True)
     assert blocking > 1.1 * normal, (blocking, normal)
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+def test_a_sync_every_step_costs_time_in_every_run(measured):
+    names = ("async_execution.train_loop[every-step]", "async_execution.train_loop[every-50]")
+    for run in measured(*names):
+        assert run.value(names[0]) > run.value(names[1]), run
+
+
+def test_launch_blocking_slows_the_loop_in_every_run(measured):
+    names = ("async_execution.launch_blocking[blocking]", "async_execution.launch_blocking[default]")
+    for run in measured(*names):
+        assert run.value(names[0], "step_us") > run.value(names[1], "step_us"), run

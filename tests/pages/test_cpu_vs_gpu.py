@@ -186,3 +186,23 @@ def test_roofline_shortcode_renders_a_figure_and_its_numbers(tmp_path):
     assert "| `t.matmul[fp32]` |" not in out  # a roof without `bytes` is not a point
     assert "[timing unavailable: roofline]" in out
     assert len(page.problems) == 1 and "no benchmark 't.matmul[fp8]'" in page.problems[0]
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+def test_tiny_op_is_slower_on_gpu_and_triad_faster_in_every_run(measured):
+    names = ("cpu_vs_gpu.tiny_op[gpu]", "cpu_vs_gpu.tiny_op[cpu]", "cpu_vs_gpu.triad[gpu]",
+             "cpu_vs_gpu.triad[cpu]")
+    for run in measured(*names):
+        assert run.value(names[0]) > run.value(names[1]), run
+        assert run.value(names[2]) < run.value(names[3]), run
+
+
+def test_lower_precisions_are_faster_and_less_exact_in_every_run(measured):
+    names = [f"cpu_vs_gpu.matmul[{p}]" for p in ("fp32", "tf32", "fp16", "bf16")]
+    for run in measured(*names):
+        fp32 = run.record(names[0])
+        for name in names[1:]:
+            record = run.record(name)
+            assert record.value("median") < fp32.value("median"), (run, name)
+            assert record.value("relative_error") > fp32.value("relative_error"), (run, name)

@@ -96,3 +96,15 @@ def test_random_numbers_change_between_replays(snippet):
     first = out.clone()
     g.replay()
     assert not torch.equal(first, out)
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+CLAIMS = {"graph_speedup_per_op": 5}
+
+
+def test_graph_cuts_time_per_operation_in_every_run(measured):
+    for run in measured("cuda_graphs.chain[eager-200ops]", "cuda_graphs.chain[graph-200ops]"):
+        eager = run.value("cuda_graphs.chain[eager-200ops]", "per_op")
+        graph = run.value("cuda_graphs.chain[graph-200ops]", "per_op")
+        assert eager >= CLAIMS["graph_speedup_per_op"] * graph, (run, eager, graph)

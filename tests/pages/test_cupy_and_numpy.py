@@ -117,3 +117,18 @@ def test_fused_kernel_beats_three_kernels(snippet):
         return statistics.median(times)
 
     assert seconds(snippet.fused) < 0.7 * seconds(snippet.unfused)
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+def test_cupy_beats_numpy_on_the_16000_product_in_every_run(measured):
+    for precision in ("fp64", "fp32"):
+        names = [f"cupy_and_numpy.matmul_{m}[{precision}]" for m in ("cupy", "numpy")]
+        for run in measured(*names):
+            assert run.value(names[0]) < run.value(names[1]), (run, precision)
+
+
+def test_fused_kernel_beats_three_kernels_in_every_run(measured):
+    names = ("cupy_and_numpy.affine_clamp[fused]", "cupy_and_numpy.affine_clamp[unfused]")
+    for run in measured(*names):
+        assert run.value(names[0]) < run.value(names[1]), run

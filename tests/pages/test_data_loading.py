@@ -176,3 +176,22 @@ def test_gpu_resident_pipeline_beats_the_dataloader():
     on_gpu = rate(lambda: snippet.gpu_epoch(images, labels))
     with_loader = rate(lambda: snippet.dataloader_epoch(loader))
     assert on_gpu > 2 * with_loader, (on_gpu, with_loader)
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+CLAIMS = {"worker_speedup": 3}
+
+
+def test_workers_multiply_the_throughput_in_every_run(measured):
+    names = [f"data_loading.loader[{n}]" for n in (0, 1, 2, 4, 8)]
+    for run in measured(*names):
+        alone = run.value(names[0], "items_per_s")
+        best = max(run.value(n, "items_per_s") for n in names[1:])
+        assert best >= CLAIMS["worker_speedup"] * alone, (run, best, alone)
+
+
+def test_gpu_resident_augmentation_beats_the_dataloader_in_every_run(measured):
+    names = ("data_loading.augment[gpu]", "data_loading.augment[dataloader]")
+    for run in measured(*names):
+        assert run.value(names[0], "items_per_s") > run.value(names[1], "items_per_s"), run

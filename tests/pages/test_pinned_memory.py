@@ -97,3 +97,57 @@ def test_event_fix_reads_the_result(snippet):
 
     host, expected = snippet.read_after_event()
     assert torch.equal(host, expected)
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+CLAIMS = {"pinned_share_of_link": 0.8}
+
+
+def test_pinned_host_to_device_reaches_the_bound_of_the_link_in_every_run(measured):
+    names = [f"pinned_memory.copy[h2d-pinned-{size}]" for size in ("256MiB", "1GiB")]
+    for run in measured(*names):
+        for name in names:
+            record = run.record(name)
+            share = record.value("bandwidth_gbs") / record.value("link_gbs")
+            assert share >= CLAIMS["pinned_share_of_link"], (run, name, share)
+
+
+def test_pinned_beats_pageable_from_1MiB_up_in_every_run(measured):
+    cases = [(d, s) for d in ("h2d", "d2h") for s in ("1MiB", "16MiB", "256MiB", "1GiB")]
+    names = [f"pinned_memory.copy[{d}-{k}-{s}]" for d, s in cases for k in ("pinned", "pageable")]
+    for run in measured(*names):
+        for d, s in cases:
+            assert run.value(f"pinned_memory.copy[{d}-pinned-{s}]") < run.value(
+                f"pinned_memory.copy[{d}-pageable-{s}]"), (run, d, s)
+
+
+def test_small_copies_cost_about_the_same_in_every_run(measured):
+    for kind in ("pinned", "pageable"):
+        names = [f"pinned_memory.copy[h2d-{kind}-{s}]" for s in ("1KiB", "16KiB")]
+        for run in measured(*names):
+            small = [run.value(n) for n in names]
+            assert max(small) < 2 * min(small), (run, kind, small)
+
+
+def test_pinning_costs_more_than_the_copy_it_enables_in_every_run(measured):
+    for run in measured("pinned_memory.pin[256MiB]", "pinned_memory.copy[h2d-pinned-256MiB]"):
+        assert run.value("pinned_memory.pin[256MiB]") > run.value(
+            "pinned_memory.copy[h2d-pinned-256MiB]"), run
+
+
+def test_only_pinned_non_blocking_returns_early_in_every_run(measured):
+    names = [f"pinned_memory.return[{k}-{m}]" for k in ("pinned", "pageable")
+             for m in ("blocking", "non_blocking")]
+    for run in measured(*names):
+        assert run.value("pinned_memory.return[pinned-non_blocking]") < 0.1 * run.value(
+            "pinned_memory.return[pinned-blocking]"), run
+        # 64 MiB from pageable memory: non_blocking still waits (large copies are not staged)
+        assert run.value("pinned_memory.return[pageable-non_blocking]") > 0.5 * run.value(
+            "pinned_memory.return[pageable-blocking]"), run
+
+
+def test_non_blocking_hides_the_copy_behind_cpu_work_in_every_run(measured):
+    for run in measured("pinned_memory.overlap[non_blocking]", "pinned_memory.overlap[blocking]"):
+        assert run.value("pinned_memory.overlap[non_blocking]") < run.value(
+            "pinned_memory.overlap[blocking]"), run

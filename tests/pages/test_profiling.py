@@ -104,3 +104,15 @@ def test_the_tiny_kernel_is_one_block(tmp_path):
     events, _ = trace_categories(tmp_path / "tiny.json")
     grids = [e["args"]["grid"] for e in events if e.get("cat") == "kernel"]
     assert grids and all(grid == [1, 1, 1] for grid in grids), grids
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+CLAIMS = {"tiny_loop_utilization_pct": 80, "tiny_loop_power_share": 0.8}
+
+
+def test_one_tiny_kernel_reads_as_busy_but_draws_little_power_in_every_run(measured):
+    for run in measured("profiling.busy[tiny]", "profiling.busy[matmul]"):
+        tiny, matmul = run.record("profiling.busy[tiny]"), run.record("profiling.busy[matmul]")
+        assert tiny.value("utilization_pct") >= CLAIMS["tiny_loop_utilization_pct"], run
+        assert tiny.value("power_w") < CLAIMS["tiny_loop_power_share"] * matmul.value("power_w"), run

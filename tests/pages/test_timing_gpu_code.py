@@ -58,3 +58,20 @@ def test_first_call_costs_more_than_later_ones():
     result = run_python(["-c", code])
     assert result.returncode == 0, result.stderr
     assert float(result.stdout.split()[-1]) > 1.5
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+CLAIMS = {"undercount": 10, "first_call_over_steady": 2}
+
+
+def test_unsynchronized_clock_undercounts_in_every_run(measured):
+    for run in measured("timing_gpu_code.synchronized", "timing_gpu_code.launch_only"):
+        assert run.value("timing_gpu_code.synchronized") > CLAIMS["undercount"] * run.value(
+            "timing_gpu_code.launch_only"), run
+
+
+def test_first_call_costs_more_in_every_run(measured):
+    for run in measured("timing_gpu_code.first_call"):
+        assert run.value("timing_gpu_code.first_call", "first_over_steady") > CLAIMS[
+            "first_call_over_steady"], run

@@ -107,3 +107,33 @@ def test_a_python_loop_of_tiny_steps_is_slower_on_the_gpu():
     cpu = snippet.median_time(snippet.first_crossing_loop, x, 8000, repeats=3)
     gpu = snippet.median_time(snippet.first_crossing_loop, x.cuda(), 8000, repeats=3)
     assert gpu > 1.5 * cpu, (gpu, cpu)
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+def test_small_sizes_favour_the_cpu_in_every_run(measured):
+    for case, size in (("elementwise", 1024), ("matmul", 32)):
+        cpu, gpu = (f"when_to_use_a_gpu.{case}[{v}-{size}]" for v in ("cpu", "gpu-transfers"))
+        for run in measured(cpu, gpu):
+            assert run.value(cpu) < run.value(gpu), (run, case)
+
+
+def test_largest_matmul_favours_the_gpu_even_with_transfers_in_every_run(measured):
+    names = ("when_to_use_a_gpu.matmul[gpu-transfers-4096]", "when_to_use_a_gpu.matmul[cpu-4096]")
+    for run in measured(*names):
+        assert run.value(names[0]) < run.value(names[1]), run
+
+
+def test_transfers_are_most_of_the_large_elementwise_time_in_every_run(measured):
+    size = 2**26
+    resident, transfers, cpu = (f"when_to_use_a_gpu.elementwise[{v}-{size}]"
+                                for v in ("gpu-resident", "gpu-transfers", "cpu"))
+    for run in measured(resident, transfers, cpu):
+        assert run.value(resident) < 0.5 * run.value(transfers), run
+        assert run.value(resident) < run.value(cpu), run
+
+
+def test_a_python_loop_of_tiny_steps_is_slower_on_the_gpu_in_every_run(measured):
+    names = ("when_to_use_a_gpu.sequential[loop-gpu]", "when_to_use_a_gpu.sequential[loop-cpu]")
+    for run in measured(*names):
+        assert run.value(names[0]) > run.value(names[1]), run
