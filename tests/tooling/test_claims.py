@@ -2,7 +2,7 @@
 
 import pytest
 
-from fieldguide.timings import Timings, TimingError, runs_measuring
+from fieldguide.timings import TimingError, Timings, runs_measuring
 from tests.helpers import fake_benchmark, fake_run, write_run
 
 FAST = "benchmarks/bench_t.py::bench_fast"
