@@ -27,7 +27,7 @@ THEMES = {
 }
 # Drawn at these sizes (inches at 96 px) so that text is 13-15 px wherever it is shown:
 # "wide" fills a desktop column, "narrow" a phone screen.
-LAYOUTS = {"wide": (7.2, 4.3), "narrow": (4.3, 4.6)}
+LAYOUTS = {"wide": (7.2, 4.3), "narrow": (4.3, 5.0)}
 FONT_PT = 12.5
 PALETTE = ["#1f77b4", "#e8710a", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#0f9d9a"]
 TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
@@ -45,6 +45,13 @@ def count(value: float, _pos=None) -> str:
     if value >= 1e6:
         return f"{value / 1e6:.3g}M"
     return f"{value:,.0f}" if value >= 1 else format_number(float(value))
+
+
+def tick(value: float, _pos=None) -> str:
+    """A tick label: whole numbers as 1,000 / 10; others with three significant digits."""
+    if value >= 1 and abs(value - round(value)) < 1e-9:
+        return f"{round(value):,}"
+    return format_number(float(value))
 
 
 def time_unit(seconds: list[float]) -> tuple[str, float]:
@@ -120,10 +127,13 @@ def draw(benches: list[Benchmark], x: str, y: str, series_names: dict[str, str] 
             ax.xaxis.set_major_formatter(FuncFormatter(binary_size))
             plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
         elif xscale == "log":
+            if len(xs) <= 12:  # label the sizes measured, not powers of two between them
+                ax.xaxis.set_major_locator(FixedLocator(xs))
+                ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_major_formatter(FuncFormatter(count))
             if layout == "narrow":
                 plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: format_number(float(v))))
+        ax.yaxis.set_major_formatter(FuncFormatter(tick))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: ""))
         ax.set_xlabel(xlabel or x.replace("_", " "))
         ax.set_ylabel(_label(ylabel, y, unit))
@@ -135,7 +145,7 @@ def draw(benches: list[Benchmark], x: str, y: str, series_names: dict[str, str] 
 
 def _legend(ax, colors, layout: str, entries: int) -> None:
     if layout == "narrow":
-        legend = ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.32),
+        legend = ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.45),
                            ncol=1 if entries > 3 else entries, fontsize=FONT_PT - 1)
     else:
         legend = ax.legend(frameon=False, fontsize=FONT_PT - 1)

@@ -11,8 +11,9 @@ each file the benchmark names (its benchmark module and the snippet modules of i
   from the benchmark or from other kept code, in any of the files.
 
 "Reachable by name" over-approximates: any identifier or attribute name in kept code counts as
-a use, so a name shared by accident keeps a function in, never out. A `getattr` in kept code
-keeps every definition of the snippet modules. Each kept statement is hashed as its parsed
+a use, so a name shared by accident keeps a function in, never out. Where kept code calls
+`getattr`, every string literal in kept code that could name a function counts as a use too
+(`getattr(snippet, version)` with `version` from a parametrize list of names). Each kept statement is hashed as its parsed
 tree with docstrings removed (comments never reach the tree), so formatting and comments do
 not matter and any change to code that runs does.
 """
@@ -52,8 +53,9 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def _names_used(node: ast.AST) -> set[str]:
-    used = set()
+def _names_used(node: ast.AST) -> tuple[set[str], set[str]]:
+    """(identifiers and attribute names, string literals that are identifiers) in `node`."""
+    used, strings = set(), set()
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name):
             used.add(sub.id)
@@ -61,7 +63,9 @@ def _names_used(node: ast.AST) -> set[str]:
             used.add(sub.attr)
         elif isinstance(sub, ast.alias):
             used.add((sub.asname or sub.name).split(".")[0])
-    return used
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.isidentifier():
+            strings.add(sub.value)
+    return used, strings
 
 
 @dataclass
@@ -100,7 +104,7 @@ def code_keys(root: Path, benchmark_file: str, function: str, snippet_files: lis
 
     kept: dict[str, dict[int, ast.stmt]] = {m.path: {} for m in modules}
     used: set[str] = {function}
-    keep_everything = False
+    strings: set[str] = set()  # names that `getattr` may look up
     pending = [(bench, node) for node in bench.always]
     for module in modules[1:]:
         pending += [(module, node) for node in module.always]
@@ -110,13 +114,13 @@ def code_keys(root: Path, benchmark_file: str, function: str, snippet_files: lis
             if id(node) in kept[module.path]:
                 continue
             kept[module.path][id(node)] = node
-            names = _names_used(node)
-            keep_everything |= "getattr" in names
+            names, literals = _names_used(node)
             used |= names
+            strings |= literals
+        dynamic = strings if "getattr" in used else set()
         for module in modules:
-            snippet = module is not bench
             for name, nodes in module.named.items():
-                if name in used or (snippet and keep_everything):
+                if name in used or name in dynamic:
                     pending += [(module, n) for n in nodes if id(n) not in kept[module.path]]
         if not pending:
             break
