@@ -13,8 +13,9 @@ each file the benchmark names (its benchmark module and the snippet modules of i
 "Reachable by name" over-approximates: any identifier or attribute name in kept code counts as
 a use, so a name shared by accident keeps a function in, never out. Where kept code calls
 `getattr`, every string literal in kept code that could name a function counts as a use too
-(`getattr(snippet, version)` with `version` from a parametrize list of names). Each kept statement is hashed as its parsed
-tree with docstrings removed (comments never reach the tree), so formatting and comments do
+(`getattr(snippet, version)` with `version` from a parametrize list of names).
+
+Each kept statement is hashed as its parsed tree with docstrings removed (comments never reach the tree), so formatting and comments do
 not matter and any change to code that runs does.
 """
 
