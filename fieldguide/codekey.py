@@ -15,8 +15,9 @@ a use, so a name shared by accident keeps a function in, never out. Where kept c
 `getattr`, every string literal in kept code that could name a function counts as a use too
 (`getattr(snippet, version)` with `version` from a parametrize list of names).
 
-Each kept statement is hashed as its parsed tree with docstrings removed (comments never reach the tree), so formatting and comments do
-not matter and any change to code that runs does.
+Each kept statement is hashed as its parsed tree with docstrings removed (comments never
+reach the tree), so formatting and comments do not matter and any change to code that runs
+does.
 """
 
 from __future__ import annotations
