@@ -51,9 +51,16 @@ test: $(VENV)/.test browser ## Set up and run everything CI runs: lint, tests (C
 	$(PY) -m mkdocs build --strict
 	$(PY) -m pytest
 
+# The fresh-interpreter runs of every snippet, page and notebook time nothing: on a GPU machine
+# with pytest-xdist they run in parallel first; the claims, some of them speedups, run alone after.
+GPU_WORKERS ?= $(shell $(GPU_PYTHON) -c 'import xdist' 2>/dev/null && echo 6)
+GPU_PYTEST := $(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider
+NO_TESTS_OK := || [ $$? -eq 5 ]   # pytest's "no tests collected" when PYTEST_ARGS picks one kind
+
 test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if any GPU test is skipped
 	@# -m "not browser": CI=true on a GPU runner too, and the browser check is CPU CI's job.
-	$(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider -m "not browser" $(PYTEST_ARGS)
+	$(GPU_PYTEST) -m "fresh_interpreter and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS)) $(PYTEST_ARGS) $(NO_TESTS_OK)
+	$(GPU_PYTEST) -m "not fresh_interpreter and not browser" $(PYTEST_ARGS) $(NO_TESTS_OK)
 
 timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<gpu>/ (every run is kept)
 	$(GPU_PYTHON) -m fieldguide.timing_run

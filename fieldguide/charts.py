@@ -51,7 +51,7 @@ def tick(value: float, _pos=None) -> str:
     """A tick label: whole numbers as 1,000 / 10; others with three significant digits."""
     if value >= 1 and abs(value - round(value)) < 1e-9:
         return f"{round(value):,}"
-    return format_number(float(value))
+    return f"{value:.3g}" if value < 1 else format_number(float(value))
 
 
 def time_unit(seconds: list[float]) -> tuple[str, float]:

@@ -26,6 +26,7 @@ def test_includes_name_existing_sections(page):
             assert section in sections(ROOT / path), f"{rel(page)}: {path} has no section {section!r}"
 
 
+@pytest.mark.fresh_interpreter
 @pytest.mark.parametrize(
     "page",
     [pytest.param(p, marks=pytest.mark.snippet(*dict.fromkeys(path for path, _ in includes(p))))

@@ -30,6 +30,7 @@ def test_every_section_is_on_a_page(path):
     assert not unused, f"sections no page shows (dead example code): {sorted(unused)}"
 
 
+@pytest.mark.fresh_interpreter
 @pytest.mark.parametrize(
     "path", [pytest.param(p, marks=pytest.mark.snippet(rel(p))) for p in SNIPPETS], ids=rel
 )
