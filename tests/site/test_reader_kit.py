@@ -1,0 +1,316 @@
+"""What readers of the best tutorial sites expect: a date on every page, a "what you will learn"
+box, a summary, a glossary with hover definitions, a cheat sheet and one page of headline numbers.
+
+Most checks read the Markdown; the rest read one build of the real site (not --strict here:
+`make test` runs the strict build, and a stale timing elsewhere must not hide these results).
+"""
+
+import datetime as dt
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fieldguide import ROOT, glossary
+
+DOCS = ROOT / "docs"
+ABBREVIATIONS = ROOT / "includes" / "abbreviations.md"
+NOT_CHAPTERS = {"Home", "Reference", "Contributing"}   # nav sections whose pages teach nothing
+BOX_TITLE = '!!! abstract "What you will learn"'
+SUMMARY = re.compile(r"^## (Summary|What to take from this)\s*$", re.M)
+LINK = re.compile(r"\[[^\]]+\]\((?P<target>[^)\s]+)\)")
+DATE_PLUGIN = "mkdocs_git_revision_date_localized_plugin"
+DATE_SPAN = re.compile(r'class="git-revision-date-localized-plugin git-revision-date-localized-plugin-date"'
+                       r'[^>]*>(?P<date>[^<]+)<')
+
+
+# --- mkdocs.yml ----------------------------------------------------------------------------------
+
+class _AnyTagLoader(yaml.SafeLoader):
+    """mkdocs.yml has !ENV and !!python/name tags; these tests only read plain keys."""
+
+
+_AnyTagLoader.add_multi_constructor("", lambda loader, suffix, node: None)
+_AnyTagLoader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+
+
+def config() -> dict:
+    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_AnyTagLoader)
+
+
+def nav_pages(items, section=None):
+    """(section, title, path) for every page of the nav, in order."""
+    for item in items:
+        if isinstance(item, str):            # a bare path: the page's H1 is its title
+            item = {None: item}
+        for title, value in item.items():
+            if isinstance(value, list):
+                yield from nav_pages(value, section or title)
+            else:
+                yield section or title or value, title, value
+
+
+NAV = list(nav_pages(config()["nav"]))
+ORDER = [path for _, _, path in NAV]
+CHAPTER_PAGES = [path for section, _, path in NAV if section not in NOT_CHAPTERS]
+READER_PAGES = [path for section, _, path in NAV if section != "Contributing"]
+
+
+def text(path: str) -> str:
+    return (DOCS / path).read_text(encoding="utf-8")
+
+
+def resolve(page: str, target: str) -> tuple[str, str]:
+    """A relative link on `page` -> (docs-relative path, anchor)."""
+    path, _, anchor = target.partition("#")
+    if not path:
+        return page, anchor
+    return os.path.normpath(os.path.join(os.path.dirname(page), path)).replace(os.sep, "/"), anchor
+
+
+def url_of(path: str) -> str:
+    """docs path -> the built page (use_directory_urls)."""
+    stem = path.removesuffix(".md")
+    return "index.html" if stem == "index" else f"{stem}/index.html"
+
+
+def test_the_nav_has_chapters_and_a_reference_section():
+    assert len(CHAPTER_PAGES) >= 14
+    assert {"Reference", "Contributing"} <= {section for section, _, _ in NAV}
+    for path in ORDER:
+        assert (DOCS / path).is_file(), path
+
+
+# --- The "what you will learn" box and the summary -------------------------------------------------
+
+def learn_box(path: str) -> list[str]:
+    """The box's lines, which must come right under the page's H1."""
+    lines = text(path).splitlines()
+    assert lines[0].startswith("# "), f"{path} does not start with its H1"
+    assert lines[1] == "" and lines[2] == BOX_TITLE, (
+        f"{path}: the line under the H1 must open the box, {BOX_TITLE!r}")
+    box = []
+    for line in lines[3:]:
+        if line and not line.startswith("    "):
+            break
+        box.append(line[4:])
+    return box
+
+
+@pytest.mark.parametrize("path", CHAPTER_PAGES)
+def test_every_chapter_page_opens_with_what_you_will_learn(path):
+    box = learn_box(path)
+    bullets = [line for line in box if line.startswith("- ")]
+    prerequisites = [line for line in box if line.startswith("**Prerequisites:**")]
+    assert 2 <= len(bullets) <= 4, f"{path}: {len(bullets)} bullets in the box (2 to 4)"
+    assert len(prerequisites) == 1, f"{path}: the box needs one **Prerequisites:** line"
+    prose = re.sub(r"`[^`]*`|\]\([^)]*\)", "", "\n".join(box))
+    assert not re.search(r"\d", prose), f"{path}: the box types a number (leave them to the page)"
+
+
+@pytest.mark.parametrize("path", CHAPTER_PAGES)
+def test_prerequisites_link_only_pages_that_come_earlier(path):
+    (line,) = [line for line in learn_box(path) if line.startswith("**Prerequisites:**")]
+    for match in LINK.finditer(line):
+        target, _ = resolve(path, match["target"])
+        assert target in ORDER, f"{path}: prerequisite {match['target']} is not a page in the nav"
+        assert ORDER.index(target) < ORDER.index(path), (
+            f"{path}: prerequisite {target} comes later in the nav")
+
+
+@pytest.mark.parametrize("path", CHAPTER_PAGES)
+def test_every_chapter_page_has_a_summary(path):
+    assert SUMMARY.search(text(path)), f"{path} has no '## Summary' (or 'What to take from this')"
+
+
+# --- The glossary --------------------------------------------------------------------------------
+
+TERMS = glossary.terms(ABBREVIATIONS)
+
+
+def test_the_abbreviations_file_holds_only_definitions():
+    # It is appended to every page: any other line would show up at the bottom of all of them.
+    for number, line in enumerate(ABBREVIATIONS.read_text(encoding="utf-8").splitlines(), 1):
+        assert not line.strip() or glossary.DEFINITION.match(line), f"line {number}: {line!r}"
+    assert {"SM", "H2D", "D2H", "TF32", "HBM", "PCIe", "NVLink", "AMP", "DDP", "NCCL", "SIMT", "FLOP",
+            "GIL", "L2", "OOM"} <= set(TERMS)
+
+
+def test_each_term_has_its_own_anchor_and_a_meaning_without_markup():
+    anchors = [glossary.anchor(term) for term in TERMS]
+    assert len(set(anchors)) == len(anchors)
+    for term, meaning in TERMS.items():
+        assert meaning and not re.search(r"[`*_\[\]<>]", meaning), f"{term}: a tooltip is plain text"
+
+
+def test_the_glossary_page_is_generated_from_the_file():
+    import markdown
+
+    md = markdown.Markdown(extensions=["fieldguide.glossary", "def_list", "attr_list"])
+    out = md.convert("# Glossary\n\n" + glossary.MARKER + "\n")
+    for term, meaning in TERMS.items():
+        assert f'<dt id="{glossary.anchor(term)}">{html.escape(term, quote=False)}</dt>' in out
+        assert html.escape(meaning, quote=False) in out
+    assert glossary.MARKER in text("glossary.md")
+
+
+def test_the_config_appends_the_glossary_to_every_page():
+    cfg = config()
+    extensions = {next(iter(e)) if isinstance(e, dict) else e: e for e in cfg["markdown_extensions"]}
+    assert {"abbr", "def_list", "attr_list", "fieldguide.glossary"} <= set(extensions)
+    snippets = extensions["pymdownx.snippets"]["pymdownx.snippets"]
+    assert "includes/abbreviations.md" in snippets["auto_append"] and snippets["check_paths"]
+    assert "content.tooltips" in cfg["theme"]["features"]
+
+
+# --- Page dates ----------------------------------------------------------------------------------
+
+def test_workflows_that_build_the_site_fetch_the_whole_history():
+    # A depth-1 checkout on GitHub Actions makes the date plugin warn, which fails --strict, and
+    # would date every page by the last commit.
+    for name in ("ci.yml", "pages.yml"):
+        workflow = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+        steps = [s for job in workflow["jobs"].values() for s in job.get("steps", [])]
+        checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+        assert checkouts and all(s.get("with", {}).get("fetch-depth") == 0 for s in checkouts), name
+
+
+def test_the_date_plugin_never_fails_a_build_for_missing_history():
+    (plugin,) = [p for p in config()["plugins"] if isinstance(p, dict) and "git-revision-date-localized" in p]
+    options = plugin["git-revision-date-localized"]
+    assert options["fallback_to_build_date"] is True and options["strict"] is False
+    assert options["type"] == "date"
+
+
+# --- The built site ------------------------------------------------------------------------------
+
+def build(project: Path, out: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(project), "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "-d", str(out)], cwd=project,
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    pytest.importorskip("mkdocs")
+    out = tmp_path_factory.mktemp("reader-site")
+    build(ROOT, out)
+    return out
+
+
+def built(site: Path, path: str) -> str:
+    return (site / url_of(path)).read_text(encoding="utf-8")
+
+
+class _Prose(HTMLParser):
+    """Text of a page's article, outside code, abbreviations and tags' attributes."""
+
+    SKIP = {"code", "pre", "abbr", "script", "style", "svg"}
+
+    def __init__(self):
+        super().__init__()
+        self.depth = self.skipping = 0
+        self.chunks: list[str] = []
+        self.abbrs: list[tuple[str, str]] = []   # (term, title)
+        self._title: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "article":
+            self.depth += 1
+        if self.depth and tag in self.SKIP:
+            self.skipping += 1
+        self._title = dict(attrs).get("title") if tag == "abbr" else None
+
+    def handle_endtag(self, tag):
+        if self.depth and tag in self.SKIP:
+            self.skipping -= 1
+        if tag == "article":
+            self.depth -= 1
+        self._title = None
+
+    def handle_data(self, data):
+        if self._title is not None and self.depth:
+            self.abbrs.append((data, self._title))
+        elif self.depth and not self.skipping:
+            self.chunks.append(data)
+
+
+def prose(page_html: str) -> _Prose:
+    parser = _Prose()
+    parser.feed(page_html)
+    return parser
+
+
+@pytest.mark.parametrize("path", READER_PAGES)
+def test_every_term_in_the_text_is_an_abbr_with_its_meaning(site, path):
+    page_html = built(site, path)
+    parsed = prose(page_html)
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(TERMS, key=len, reverse=True)))
+                         + r")\b")
+    bare = sorted({m[0] for chunk in parsed.chunks for m in pattern.finditer(chunk)})
+    assert not bare, f"{path}: terms shown without their meaning: {bare}"
+    for term, title in set(parsed.abbrs):
+        assert title == TERMS[term], term
+
+
+def test_pages_explain_their_terms(site):
+    used = {term for path in CHAPTER_PAGES for term, _ in prose(built(site, path)).abbrs}
+    assert {"SM", "SMs", "TF32", "PCIe", "GIL", "CUDA", "GB/s"} <= used
+
+
+def test_the_glossary_page_lists_every_term(site):
+    page_html = built(site, "glossary.md")
+    for term in TERMS:
+        assert f'<dt id="{glossary.anchor(term)}">' in page_html, term
+
+
+def git_date(path: str) -> str | None:
+    """The date of the page's last commit as the plugin prints it (English, UTC), or None."""
+    try:
+        stamp = subprocess.run(["git", "log", "-1", "--follow", "--format=%at", "--", f"docs/{path}"],
+                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    if not stamp:
+        return None
+    day = dt.datetime.fromtimestamp(int(stamp), dt.UTC)
+    return f"{day:%B} {day.day}, {day.year}"
+
+
+@pytest.mark.parametrize("path", READER_PAGES)
+def test_every_reader_page_shows_its_last_update_from_git(site, path):
+    match = DATE_SPAN.search(built(site, path))
+    assert match, f"{path} shows no 'Last update' date"
+    expected = git_date(path)
+    if expected is not None:   # a page not committed yet shows the build date
+        assert match["date"] == expected
+
+
+def test_a_copy_without_git_history_still_builds_with_dates(tmp_path):
+    """A source tarball or a scaffold's temporary copy: no .git, so the build date stands in."""
+    pytest.importorskip("mkdocs")
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    copy = tmp_path / "copy"
+    for name in filter(None, listed.stdout.split("\0")):
+        if (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
+    result = build(copy, tmp_path / "site")
+    warnings = [line for line in result.stderr.splitlines()
+                if line.startswith("WARNING") and DATE_PLUGIN in line]
+    assert not warnings, warnings
+    today = dt.datetime.now(dt.UTC)
+    match = DATE_SPAN.search((tmp_path / "site" / url_of(CHAPTER_PAGES[0])).read_text(encoding="utf-8"))
+    assert match and str(today.year) in match["date"]
