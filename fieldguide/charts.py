@@ -175,16 +175,23 @@ def _themed(colors: dict[str, str]):
                            "ytick.color": colors["text"]})
 
 
+MAX_TITLE_LINES = 3
+
+
 def fit_title(fig, ax, title: str, colors: dict[str, str]) -> None:
-    """Set the title, wrapped until it fits within the figure; fail if no wrapping does."""
+    """Set the title, wrapped until it fits within the figure; fail if that takes too many lines."""
     fig_width = fig.get_window_extent().width
     for width in (90, 70, 56, 44, 36, 30):
-        text = ax.set_title(textwrap.fill(title, width), color=colors["text"], loc="left")
+        wrapped = textwrap.fill(title, width)
+        if wrapped.count("\n") >= MAX_TITLE_LINES:
+            break
+        text = ax.set_title(wrapped, color=colors["text"], loc="left")
         fig.tight_layout()
         box = text.get_window_extent(fig.canvas.get_renderer())
         if box.x0 >= 0 and box.x1 <= fig_width:
             return
-    raise ValueError(f"chart title {title!r} does not fit the figure even when wrapped; shorten it")
+    raise ValueError(f"chart title {title!r} does not fit the figure in {MAX_TITLE_LINES} lines; "
+                     "shorten it")
 
 
 def _svg(fig, ax=None, title: str | None = None, colors: dict[str, str] | None = None) -> str:
