@@ -14,6 +14,18 @@ from snippets.execution import async_execution as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/execution/async_execution.py"), pytest.mark.gpus(1)]
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "queue[launch]": "{kernels} matrix products: until `launch` returns",
+    "queue[launch-and-wait]": "{kernels} matrix products: until they are finished",
+    "train_loop[every-step]": "{ops} training steps, reading the loss every step",
+    "train_loop[every-50]": "{ops} training steps, reading the loss every {every} steps",
+    "alloc": "Allocating {size_mib} MiB {source}",
+    "launch_blocking[default]": "A step in a fresh process, asynchronous launches (the default)",
+    "launch_blocking[blocking]": "A step in a fresh process with `CUDA_LAUNCH_BLOCKING=1`",
+}
+WORDS = {"cached": "from PyTorch's cache", "fresh": "by growing the pool (`cudaMalloc`)"}
+
 STEPS = 100  # training steps per timed round
 
 

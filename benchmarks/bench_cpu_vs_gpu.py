@@ -15,6 +15,17 @@ from snippets.foundations import cpu_vs_gpu as snippet
 pytestmark = pytest.mark.snippet("snippets/foundations/cpu_vs_gpu.py")
 gpu_only = pytest.mark.gpus(1)
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "device": "The GPU's figures, as the driver reports them",
+    "tiny_op": "One operation on one number, {where}",
+    "triad": "Triad `a = b + 3c`, {bytes} of memory traffic, {where}",
+    "triad[cpu]": "Triad `a = b + 3c`, {bytes} of memory traffic, CPU ({torch_threads} threads)",
+    "copy": "Device-to-device copy of a {buffer_bytes} buffer ({bytes} read and written)",
+    "matmul": "{n} × {n} matrix product in {precision}",
+}
+WORDS = {"cpu": "CPU", "gpu": "GPU"}
+
 COPY_BYTES = 2**30       # 1 GiB buffer: far beyond the L2, so the copy streams from HBM
 TRIAD_ELEMENTS = 2**26   # 64 Mi float32 per array, 768 MiB of traffic per call
 MATMUL_N = 8192

@@ -11,6 +11,10 @@ from snippets.execution import cuda_graphs as snippet
 
 pytestmark = pytest.mark.snippet("snippets/execution/cuda_graphs.py")
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {"chain": "Chain of {ops} operations, {mode}"}
+WORDS = {"eager": "eager", "graph": "CUDA graph"}
+
 CASES = [(mode, steps) for steps in (1, 5, 25, snippet.STEPS) for mode in ("eager", "graph")]
 
 

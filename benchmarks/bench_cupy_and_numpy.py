@@ -19,6 +19,22 @@ from snippets.first_steps import cupy_and_numpy as snippet
 
 pytestmark = pytest.mark.snippet("snippets/first_steps/cupy_and_numpy.py")
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "matmul_cupy": "{n} × {n} product in {precision}, CuPy on the GPU",
+    "matmul_numpy": "{n} × {n} product in {precision}, NumPy on {threads} CPU threads",
+    "first_call": "Fresh process: the first {n} × {n} {precision} product and the ones after it",
+    "transfer": "Moving the {n} × {n} float64 matrix {direction}",
+    "affine_clamp": "`clip(a * x + b, lo, hi)`, {version}",
+    "exchange": "Handing a {bytes} CuPy array to PyTorch, {how}",
+}
+WORDS = {
+    "fp64": "float64", "fp32": "float32",
+    "to_gpu": "to the GPU", "to_host": "back to the host",
+    "fused": "one ElementwiseKernel", "unfused": "three CuPy operators",
+    "from_dlpack": "`torch.from_dlpack` (no copy)", "copy": "copied first",
+}
+
 cp = snippet.cp
 N = 16000  # the seed's matrix size
 DTYPES = {"fp64": np.float64, "fp32": np.float32}

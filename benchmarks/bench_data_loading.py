@@ -9,6 +9,15 @@ from snippets.data_movement import data_loading as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/data_movement/data_loading.py"), pytest.mark.gpus(1)]
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "loader": "One epoch of {items} items, `num_workers={num_workers}`",
+    "first_batch": "First batch from a fresh loader, `num_workers={num_workers}`",
+    "augment[dataloader]": "{items} images augmented one at a time, DataLoader with {num_workers} workers",
+    "augment[gpu]": "{items} images augmented in whole batches on the GPU",
+}
+WORDS = {}
+
 WORKERS = [0, 1, 2, 4, 8]
 
 

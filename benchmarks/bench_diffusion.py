@@ -19,6 +19,22 @@ from snippets.case_studies import diffusion as snippet
 pytestmark = pytest.mark.snippet("snippets/case_studies/diffusion.py")
 GPU_ONLY = [pytest.mark.snippet("snippets/case_studies/diffusion_gpu.py"), pytest.mark.gpus(1)]
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "step": "{variant}, {grid} × {grid} grid",
+    "copy_ceiling": "Device-to-device copy of the {grid} × {grid} grid (the ceiling)",
+}
+WORDS = {
+    "numpy_seed": "NumPy, original code",
+    "torch_seed": "PyTorch, original code",
+    "torch_slices": "PyTorch, in-place slices",
+    "torch_compile": "torch.compile",
+    "cupy_kernel": "CuPy RawKernel",
+    "torch_graph": "PyTorch, original code, CUDA graph",
+    "cupy_graph": "CuPy RawKernel, CUDA graph",
+    "copy": "copy (the ceiling)",
+}
+
 GRIDS = [320, 640, 1280, 2560, 4096]
 STEPS = 100  # steps per timed round: even (ping-pong buffers) and a multiple of PER_GRAPH
 PER_GRAPH = 20  # steps recorded in one CUDA graph

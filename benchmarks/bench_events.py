@@ -8,6 +8,19 @@ import torch
 
 pytestmark = pytest.mark.snippet("snippets/execution/events.py")
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "record": "{ops} `record()` calls, `enable_timing={enable_timing}`",
+    "query": "{ops} `query()` calls on a completed event",
+    "overlap[synchronize]": "GPU work, then CPU work, in turn (`gpu_then_cpu`)",
+    "overlap[event]": "GPU work and CPU work overlapped with an event (`gpu_and_cpu`)",
+    "cpu_work": "CPU work alone",
+    "gpu_work": "GPU work alone",
+    "wait[event]": "Waiting on the small result's event (`wait_for_event`)",
+    "wait[device]": "Waiting for the whole device (`wait_for_device`)",
+}
+WORDS = {}
+
 OPS = 1000  # records or queries per timed round
 
 

@@ -7,6 +7,17 @@ from snippets.data_movement import pinned_memory as snippet
 
 pytestmark = pytest.mark.snippet("snippets/data_movement/pinned_memory.py")
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "copy": "{direction} copy from {kind} memory, {bytes}",
+    "pin": "`pin_memory()` of a fresh {bytes} tensor",
+    "return": "Until `.to()` returns: {bytes} from {kind} memory, {non_blocking}",
+    "overlap": "CPU work and a {bytes} copy from pinned memory, {non_blocking}",
+    "cpu_work": "CPU work alone",
+}
+WORDS = {"h2d": "Host → device", "d2h": "Device → host",
+         "True": "`non_blocking=True`", "False": "blocking"}
+
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 SIZES = [KiB * 4**i for i in range(11)]  # 1 KiB ... 1 GiB
 

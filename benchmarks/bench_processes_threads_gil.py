@@ -15,6 +15,27 @@ from snippets.foundations import processes_threads_gil as snippet
 
 pytestmark = pytest.mark.snippet("snippets/foundations/processes_threads_gil.py")
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "single_task": "One pure-Python task on its own",
+    "pure_python[serial]": "{tasks} pure-Python tasks, one after another",
+    "pure_python[threads]": "{tasks} pure-Python tasks in {workers} threads",
+    "pure_python[processes]": "{tasks} pure-Python tasks in a running pool of {workers} processes",
+    "pure_python[processes-with-startup]":
+        "{tasks} pure-Python tasks, starting a pool of {workers} processes ({start_method})",
+    "numpy_sort[serial]": "Sorting {tasks} NumPy arrays, one after another",
+    "numpy_sort[threads]": "Sorting {tasks} NumPy arrays in {workers} threads",
+    "io_wait[asyncio-one-by-one]": "{waits} waits, awaited one after another (asyncio)",
+    "io_wait[asyncio-gather]": "{waits} waits, gathered (`asyncio.gather`)",
+    "io_wait[threads]": "{waits} waits in {waits} threads",
+    "tiny_tasks[serial]": "{tasks} small tasks, a plain loop in one process",
+    "tiny_tasks[chunksize-1]": "{tasks} small tasks to {workers} processes, `chunksize=1`",
+    "tiny_tasks[chunksize-250]": "{tasks} small tasks to {workers} processes, `chunksize=250`",
+    "tiny_tasks[one-chunk-per-worker]":
+        "{tasks} small tasks to {workers} processes, one chunk per worker",
+}
+WORDS = {}
+
 WORKERS = 4
 TASKS = [1_000_000] * WORKERS            # four equal pure-Python tasks
 SORT_SIZE = 4_000_000                    # float64 elements per array (32 MB)

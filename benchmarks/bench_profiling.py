@@ -9,6 +9,14 @@ from snippets.execution import profiling as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/execution/profiling.py"), pytest.mark.gpus(1)]
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "forward": "`forward`, timed with synchronization",
+    "busy": "{kind}",
+}
+WORDS = {"idle": "GPU idle", "tiny": "One single-block kernel at a time",
+         "matmul": "Big matrix products"}
+
 STEPS = 5
 
 

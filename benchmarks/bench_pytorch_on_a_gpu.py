@@ -7,6 +7,11 @@ from snippets.first_steps import pytorch_on_a_gpu as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/first_steps/pytorch_on_a_gpu.py"), pytest.mark.gpus(1)]
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {"create": "{fill}, {bytes} of float32, {where}"}
+WORDS = {"zeros": "`torch.zeros`", "randn": "`torch.randn`",
+         "on-device": "created on the GPU", "cpu-then-to": "created on the CPU, then moved"}
+
 SHAPE = (4096, 4096)  # float32: 64 MiB
 
 

@@ -16,6 +16,20 @@ from snippets.foundations import when_to_use_a_gpu as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/foundations/when_to_use_a_gpu.py"), pytest.mark.gpus(1)]
 
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "elementwise": "`sin(x) * 2 + 1` on {input_bytes} of float32, {variant}",
+    "matmul": "{n} × {n} float32 product, {variant}",
+    "crossover": "`crossover()` over every {case} size, three ways each",
+    "sequential": "Where a running sum of {elements} integers passes a threshold: {how}, {where}",
+    "supported": "Whether int64 and complex64 matrix products run on the GPU",
+}
+WORDS = {
+    "GPU incl. transfers": "GPU, with transfers",
+    "elementwise": "elementwise", "matmul": "matrix product",
+    "loop": "Python loop", "vectorized": "vectorized", "cpu": "CPU", "gpu": "GPU",
+}
+
 VARIANTS = {"cpu": "CPU", "gpu-transfers": "GPU incl. transfers", "gpu-resident": "GPU, data resident"}
 
 

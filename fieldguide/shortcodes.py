@@ -126,9 +126,12 @@ class Build:
         return found
 
     def label(self, bench: Benchmark) -> str:
-        """The benchmark's declared label, else its name as code."""
+        """The benchmark's declared label; a benchmark a page shows must have one."""
         declared = labels.label(bench, self.root)
-        return declared if declared is not None else f"`{bench.name}`"
+        if declared is None:
+            raise ValueError(f"{bench.name}: no label; declare one in LABELS of its benchmark "
+                             "module (fieldguide/labels.py)")
+        return declared
 
     # --- pages ---------------------------------------------------------------------------------
     def render_page(self, markdown: str, src_uri: str, url: str) -> tuple[str, Page]:
