@@ -1,0 +1,409 @@
+"""Every page with code as a Jupyter notebook, generated from the page itself.
+
+`docs/<chapter>/<page>.md` becomes `notebooks/<chapter>/<page>.ipynb`: a title cell, a cell that
+checks for a GPU, then the page in order. Each code fence of `--8<--` includes becomes a code
+cell holding exactly the sections the page shows (read with fieldguide.snippets, as the site
+reads them), and the headings and prose between them become markdown cells. Nothing is copied
+by hand, so a notebook cannot drift from its tested code without the checks noticing:
+
+    python -m fieldguide.notebooks           # write: (re)generate, delete orphans (make notebooks)
+    python -m fieldguide.notebooks --check   # list stale, missing or orphaned notebooks; exit 1
+
+The notebooks are committed because Colab opens a notebook from its path on GitHub. The tests
+run the check, and the site's hook (hooks/notebooks.py) logs a warning for every stale notebook,
+so `mkdocs build --strict` fails on one as it does on a stale timing.
+
+Measured numbers stay on the page: a paragraph, table or admonition holding a timing shortcode
+becomes one line pointing at the page, never a number. Links to other pages point at the
+published site. Standard library only: the scaffold and the site build run it without Jupyter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import posixpath
+import re
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from fieldguide import ROOT
+from fieldguide.pages import INCLUDE, gpus_needed_by, included_code, includes, pages, title
+
+NOTEBOOKS = "notebooks"  # top-level folder, next to docs/
+COLAB = "https://colab.research.google.com/github"
+
+
+# --- Where things live ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Repo:
+    """The GitHub repository the site is published from (mkdocs.yml's repo_url and edit_uri)."""
+
+    owner: str
+    name: str
+    branch: str = "main"
+
+    @classmethod
+    def from_config(cls, repo_url: str | None, edit_uri: str | None = None) -> Repo:
+        url = (repo_url or "").strip()
+        match = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", url)
+        if not match:
+            raise ValueError(f"repo_url must be a GitHub repository URL, got {repo_url!r}")
+        branch = re.match(r"/?(?:edit|blob|tree)/([^/]+)/", edit_uri or "")
+        return cls(match[1], match[2], branch[1] if branch else "main")
+
+    @classmethod
+    def from_mkdocs_yml(cls, root: Path = ROOT) -> Repo:
+        """Read repo_url and edit_uri from mkdocs.yml's text (no YAML loader, no MkDocs needed)."""
+        text = (Path(root) / "mkdocs.yml").read_text(encoding="utf-8")
+
+        def value(key):
+            match = re.search(rf"^{key}:\s*['\"]?([^'\"\s#]+)", text, re.M)
+            return match[1] if match else None
+
+        return cls.from_config(value("repo_url"), value("edit_uri"))
+
+    @property
+    def site_url(self) -> str:
+        """The published site: GitHub Pages of this repository (the Pages workflow's SITE_URL)."""
+        return f"https://{self.owner}.github.io/{self.name}/"
+
+    def colab(self, path: str) -> str:
+        """Colab opens `path` (relative to the repository root) from GitHub."""
+        return f"{COLAB}/{self.owner}/{self.name}/blob/{self.branch}/{path}"
+
+
+def notebook_path(page: str) -> str:
+    """'execution/events.md' (relative to docs/) -> 'notebooks/execution/events.ipynb'."""
+    return posixpath.join(NOTEBOOKS, posixpath.splitext(page)[0] + ".ipynb")
+
+
+def page_url(repo: Repo, page: str) -> str:
+    """The published URL of a page relative to docs/ (directory URLs, MkDocs' default)."""
+    stem = posixpath.splitext(page)[0]
+    if stem == "index" or stem.endswith("/index"):
+        stem = stem[: -len("index")]
+    else:
+        stem += "/"
+    return repo.site_url + stem
+
+
+# --- The links on a page -------------------------------------------------------------------------
+
+def links(page: str, repo: Repo) -> dict[str, str]:
+    """{"download": link relative to the page, "colab": URL} for a page relative to docs/."""
+    target = notebook_path(page)  # the site serves notebooks/ beside the pages (hooks/notebooks.py)
+    return {"download": posixpath.relpath(target, posixpath.dirname(page) or "."),
+            "colab": repo.colab(target)}
+
+
+def links_markdown(page: str, repo: Repo) -> str:
+    found = links(page, repo)
+    name = posixpath.basename(notebook_path(page))
+    return (f'[:material-download: Download notebook]({found["download"]})'
+            f'{{ .md-button download="{name}" }}\n'
+            f'[:simple-googlecolab: Open in Colab]({found["colab"]}){{ .md-button }}')
+
+
+def add_links(markdown: str, page: str, repo: Repo) -> str:
+    """The page with its notebook links under the H1 (pages without code are returned as they are)."""
+    if not includes(markdown):
+        return markdown
+    block = links_markdown(page, repo)
+    match = re.search(r"^#\s+.*$", markdown, re.M)
+    if not match:
+        return f"{block}\n\n{markdown}"
+    return f"{markdown[:match.end()]}\n\n{block}\n{markdown[match.end():]}"
+
+
+# --- Page -> notebook ----------------------------------------------------------------------------
+
+FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})")
+HEADING = re.compile(r"^(?P<level>#{1,6})\s+\S")
+ADMONITION = re.compile(r'^(?P<indent>\s*)(?:!!!|\?\?\?\+?)\s+(?P<kind>[\w-]+)(?:\s+"(?P<title>[^"]*)")?\s*$')
+TABBED = re.compile(r'^(?P<indent>\s*)===\+?\s+"(?P<title>[^"]*)"\s*$')
+COMMENT = re.compile(r"<!--.*?-->", re.S)
+TIMING = re.compile(r"<!--\s*timing-")
+LINK = re.compile(r"(?P<text>!?\[[^\]]*\])\((?P<target>[^)\s]+)\)")
+HTML_BLOCK = re.compile(r"^\s*</?(div|span|p|section|figure)\b[^>]*>\s*$")
+
+
+def gpu_check(need: int) -> str:
+    """The first code cell: is there a GPU, and what to do when there is none."""
+    if need == 0:
+        return textwrap.dedent("""\
+            # This notebook runs on the CPU too; with a CUDA GPU it uses the GPU.
+            import torch
+
+            if torch.cuda.is_available():
+                print("CUDA GPU:", torch.cuda.get_device_name())
+            else:
+                print("No CUDA GPU: the code below runs on the CPU. To use a GPU in Colab:")
+                print("Runtime > Change runtime type > a GPU (T4 is free), then run all cells.")
+            """)
+    if need == 1:
+        return textwrap.dedent("""\
+            # This notebook needs a CUDA GPU.
+            import torch
+
+            if not torch.cuda.is_available():
+                raise RuntimeError(
+                    "No CUDA GPU found. In Colab: Runtime > Change runtime type > a GPU "
+                    "(T4 is free), then run all cells again. Elsewhere: a machine with an "
+                    "NVIDIA GPU and a CUDA build of PyTorch."
+                )
+            print("CUDA GPU:", torch.cuda.get_device_name())
+            """)
+    return textwrap.dedent(f"""\
+        # This notebook needs {need} CUDA GPUs in one machine.
+        import torch
+
+        if torch.cuda.device_count() < {need}:
+            raise RuntimeError(
+                f"Found {{torch.cuda.device_count()}} CUDA GPU(s); this notebook needs {need}. "
+                "Run it on a machine with {need} NVIDIA GPUs and a CUDA build of PyTorch."
+            )
+        print("CUDA GPUs:", [torch.cuda.get_device_name(i) for i in range({need})])
+        """)
+
+
+def _admonitions(lines: list[str]) -> list[str]:
+    """`!!! kind "Title"` and `=== "Tab"` blocks (Material syntax) as Jupyter can show them."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        match = ADMONITION.match(lines[i]) or TABBED.match(lines[i])
+        if not match:
+            out.append(lines[i])
+            i += 1
+            continue
+        indent = match["indent"]
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and (not lines[i].strip() or lines[i].startswith(indent + "    ")):
+            body.append(lines[i][len(indent) + 4:])
+            i += 1
+        while body and not body[-1].strip():
+            body.pop()
+        body = _admonitions(body)
+        heading = match["title"]
+        if "kind" in match.groupdict():  # an admonition: a blockquote with a bold title
+            heading = match["kind"].capitalize() if heading is None else heading
+            quoted = ([f"**{heading}**", ""] if heading else []) + body
+            out += [f"{indent}> {line}".rstrip() for line in quoted]
+        else:  # a content tab: its label, then its content
+            out += [f"{indent}**{heading}**", ""] + [indent + line for line in body]
+        out.append("")
+    return out
+
+
+def _blocks(lines: list[str]) -> list[list[str]]:
+    """Blank-line separated blocks; a fenced code block (with its blank lines) stays in one."""
+    blocks: list[list[str]] = [[]]
+    fence = None
+    for line in lines:
+        match = FENCE.match(line)
+        if fence is None and match:
+            fence = match["fence"]
+        elif fence is not None and line.strip().startswith(fence):
+            fence = None
+        if fence is None and not line.strip():
+            blocks.append([])
+        else:
+            blocks[-1].append(line)
+    return [b for b in blocks if b]
+
+
+class _Converter:
+    def __init__(self, root: Path, page: str, repo: Repo, page_title: str):
+        self.root, self.page, self.repo = Path(root), page, repo
+        self.url = page_url(repo, page)
+        self.note = f"*The measured numbers for this part are on the page: [{page_title}]({self.url}).*"
+
+    def link(self, match: re.Match) -> str:
+        target = match["target"]
+        if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("/"):
+            return match[0]  # absolute already
+        path, _, anchor = target.partition("#")
+        anchor = f"#{anchor}" if anchor else ""
+        if not path:
+            return f"{match['text']}({self.url}{anchor})"
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(self.page), path))
+        if resolved.endswith(".md"):
+            return f"{match['text']}({page_url(self.repo, resolved)}{anchor})"
+        return f"{match['text']}({self.repo.site_url}{resolved}{anchor})"
+
+    def markdown(self, lines: list[str]) -> str:
+        """Prose for a markdown cell: numbers point at the page, comments go, links go absolute."""
+        out: list[str] = []
+        for block in _blocks(_admonitions(lines)):
+            text = "\n".join(line for line in block if not HTML_BLOCK.match(line))
+            if TIMING.search(text):
+                if not out or out[-1] != self.note:
+                    out.append(self.note)
+                continue
+            if FENCE.match(block[0]):
+                out.append(text)
+                continue
+            text = COMMENT.sub("", text).strip()
+            if text:
+                out.append(LINK.sub(self.link, text))
+        return "\n\n".join(out)
+
+
+def _cell(kind: str, source: str, index: int) -> dict:
+    cell = {"cell_type": kind, "id": f"cell-{index:03d}", "metadata": {},
+            "source": source.strip("\n").splitlines(keepends=True)}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def build(root: Path, page: str, repo: Repo) -> dict | None:
+    """The notebook for docs/<page> (relative to docs/), or None for a page without code."""
+    markdown = (Path(root) / "docs" / page).read_text(encoding="utf-8")
+    if not includes(markdown):
+        return None
+    page_title = title(markdown, fallback=posixpath.basename(page))
+    convert = _Converter(root, page, repo, page_title)
+    files = ", ".join(f"`{p}`" for p in dict.fromkeys(p for p, _ in includes(markdown)))
+    cells: list[tuple[str, str]] = [
+        ("markdown", f"# {page_title}\n\n"
+                     f"The page [{page_title}]({convert.url}) of the GPU Field Guide as a notebook: its "
+                     f"headings, prose and code in page order. The code cells are the sections of "
+                     f"{files} that the page shows and the site's tests run. Measured numbers are "
+                     f"on the page."),
+        ("code", gpu_check(gpus_needed_by(root, markdown))),
+    ]
+    prose: list[str] = []
+    h1_seen = False
+
+    def flush():
+        text = convert.markdown(prose)
+        if text:
+            cells.append(("markdown", text))
+        prose.clear()
+
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        fence = FENCE.match(line)
+        if fence:
+            end = i + 1
+            while end < len(lines) and not lines[end].strip().startswith(fence["fence"]):
+                end += 1
+            body = lines[i + 1:end]
+            if any(INCLUDE.match(b) for b in body):
+                flush()
+                cells.append(("code", "\n\n".join(
+                    included_code(root, m["path"], m["section"])
+                    for m in (INCLUDE.match(b) for b in body) if m)))
+            else:
+                prose.extend(lines[i:end + 1])
+            i = end + 1
+            continue
+        heading = HEADING.match(line)
+        if heading and not h1_seen and heading["level"] == "#":
+            h1_seen = True  # the title cell stands for it
+        elif heading:
+            flush()
+            prose.append(line)
+        else:
+            prose.append(line)
+        i += 1
+    flush()
+    return {
+        "cells": [_cell(kind, source, n) for n, (kind, source) in enumerate(cells)],
+        "metadata": {
+            "accelerator": "GPU",            # Colab opens it on a GPU runtime
+            "colab": {"gpuType": "T4", "provenance": []},
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def dumps(notebook: dict) -> str:
+    """The text nbformat itself writes (indent 1, sorted keys), so a save in Jupyter diffs cleanly."""
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --- Write and check -----------------------------------------------------------------------------
+
+def expected(root: Path = ROOT, repo: Repo | None = None) -> dict[str, str]:
+    """{notebook path relative to root: its text} for every page with code."""
+    root = Path(root)
+    repo = repo or Repo.from_mkdocs_yml(root)
+    found = {}
+    for path in pages(root / "docs"):
+        page = path.relative_to(root / "docs").as_posix()
+        notebook = build(root, page, repo)
+        if notebook is not None:
+            found[notebook_path(page)] = dumps(notebook)
+    return found
+
+
+def committed(root: Path = ROOT) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in (Path(root) / NOTEBOOKS).rglob("*.ipynb"))
+
+
+def problems(root: Path = ROOT, repo: Repo | None = None) -> list[str]:
+    """One line per notebook that is stale, missing or has no page; empty when all are current."""
+    root = Path(root)
+    want = expected(root, repo)
+    found = []
+    for path, text in want.items():
+        file = root / path
+        if not file.is_file():
+            found.append(f"{path} is missing: run `make notebooks` and commit it")
+        elif file.read_text(encoding="utf-8") != text:
+            found.append(f"{path} is stale (its page or snippets changed): run `make notebooks`")
+    for path in committed(root):
+        if path not in want:
+            found.append(f"{path} has no page with code: run `make notebooks` to remove it")
+    return found
+
+
+def write(root: Path = ROOT, repo: Repo | None = None) -> list[str]:
+    """Write every notebook that changed, remove orphans; return what changed."""
+    root = Path(root)
+    want = expected(root, repo)
+    changed = []
+    for path, text in want.items():
+        file = root / path
+        if not file.is_file() or file.read_text(encoding="utf-8") != text:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(text, encoding="utf-8")
+            changed.append(f"wrote {path}")
+    for path in committed(root):
+        if path not in want:
+            (root / path).unlink()
+            changed.append(f"removed {path}")
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fieldguide.notebooks",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="report stale, missing or orphaned notebooks and exit 1; write nothing")
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.check:
+        found = problems(args.root)
+        for line in found:
+            print(line, file=sys.stderr)
+        return 1 if found else 0
+    for line in write(args.root) or ["notebooks are up to date"]:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""What a page under docs/ shows: the snippet sections it includes, its title, its device needs.
+
+A page embeds code only through pymdownx.snippets includes, one per line inside a code fence:
+
+    --8<-- "snippets/<chapter>/<topic>.py:<section>"
+
+Read from the page's source text, without MkDocs, so the notebooks, the scaffold and the tests
+all see the same includes in the same order.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fieldguide import ROOT
+from fieldguide.snippets import gpus_needed, sections
+
+INCLUDE = re.compile(r'^(?P<indent>\s*)--8<--\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$', re.M)
+TITLE = re.compile(r"^#\s+(?P<title>.+?)\s*#*\s*$", re.M)
+
+
+def includes(markdown: str) -> list[tuple[str, str | None]]:
+    """(snippet path, section or None) for every `--8<--` include, in page order."""
+    return [(m["path"], m["section"]) for m in INCLUDE.finditer(markdown)]
+
+
+def pages(docs: Path = ROOT / "docs") -> list[Path]:
+    """Every Markdown page, in a stable order."""
+    return sorted(Path(docs).rglob("*.md"))
+
+
+def title(markdown: str, fallback: str = "") -> str:
+    """The page's H1."""
+    match = TITLE.search(markdown)
+    return match["title"] if match else fallback
+
+
+def included_code(root: Path, path: str, section: str | None) -> str:
+    """What an include shows: the named section, dedented, or the whole file."""
+    source = Path(root) / path
+    if section is None:
+        return source.read_text(encoding="utf-8").strip("\n")
+    return sections(source)[section]
+
+
+def gpus_needed_by(root: Path, markdown: str) -> int:
+    """The most GPUs any snippet the page includes needs (0 for a page without code)."""
+    return max((gpus_needed(Path(root) / path) for path in dict.fromkeys(p for p, _ in includes(markdown))),
+               default=0)

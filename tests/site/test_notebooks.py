@@ -1,0 +1,140 @@
+"""Every page with code as a notebook: current, valid, linked from the page, and it runs.
+
+The notebooks under notebooks/ are generated from the pages (fieldguide/notebooks.py,
+`make notebooks`). A notebook runs in a fresh kernel of this interpreter, in an empty folder,
+with deprecations as errors (the kernel gets the suite's -W flags), as a reader runs it after
+downloading it. Notebooks whose page includes a GPU snippet run on a GPU (`make test-gpu`).
+"""
+
+import json
+import os
+import posixpath
+import re
+import subprocess
+import sys
+
+import pytest
+
+from fieldguide import ROOT, notebooks
+from fieldguide.pages import includes, pages
+from tests.helpers import STRICT_WARNINGS, rel
+
+REPO = notebooks.Repo.from_mkdocs_yml(ROOT)
+DOCS = ROOT / "docs"
+CODE_PAGES = [p for p in pages(DOCS) if includes(p.read_text(encoding="utf-8"))]
+CELL_TIMEOUT = 600  # seconds; the slowest CPU notebook takes about 15 s on a 2-core CI machine
+
+
+def docs_path(page) -> str:
+    return page.relative_to(DOCS).as_posix()
+
+
+def test_there_are_notebooks():
+    assert CODE_PAGES and len(notebooks.committed(ROOT)) == len(CODE_PAGES)
+
+
+def test_notebooks_match_their_pages():
+    problems = notebooks.problems(ROOT, REPO)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("page", CODE_PAGES, ids=rel)
+def test_notebook_is_valid_and_laid_out_as_nbformat_writes_it(page):
+    nbformat = pytest.importorskip("nbformat")
+    text = (ROOT / notebooks.notebook_path(docs_path(page))).read_text(encoding="utf-8")
+    notebook = nbformat.reads(text, as_version=4)
+    nbformat.validate(notebook)
+    assert nbformat.writes(notebook) + "\n" == text, "a save in Jupyter would rewrite the file"
+
+
+@pytest.mark.parametrize("page", CODE_PAGES, ids=rel)
+def test_code_cells_are_the_pages_sections_in_order(page):
+    from fieldguide.pages import included_code
+
+    notebook = json.loads((ROOT / notebooks.notebook_path(docs_path(page))).read_text(encoding="utf-8"))
+    code = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert "torch.cuda.is_available()" in code[0] or "torch.cuda.device_count()" in code[0]
+    shown = "\n\n".join(code[1:])
+    position = 0
+    for path, section in includes(page.read_text(encoding="utf-8")):
+        found = shown.find(included_code(ROOT, path, section), position)
+        assert found >= 0, f"{path}:{section} is not in the notebook after the sections before it"
+        position = found
+    text = "".join("".join(c["source"]) for c in notebook["cells"])
+    assert not re.search(r"<!--|timing-(value|table|chart|ratio|crossover|timeline|roofline)\b", text), \
+        "a shortcode or comment leaked into the notebook"
+
+
+def test_links_resolve_to_tracked_files():
+    """Colab opens the notebook from GitHub and the site serves it: both must be committed."""
+    tracked = set(subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True,
+                                 check=True).stdout.split("\0"))
+    if not tracked - {""}:
+        pytest.skip("not a git checkout")
+    prefix = f"https://colab.research.google.com/github/{REPO.owner}/{REPO.name}/blob/{REPO.branch}/"
+    repo_url = f"https://github.com/{REPO.owner}/{REPO.name}"
+    assert repo_url in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for page in CODE_PAGES:
+        page_rel = docs_path(page)
+        found = notebooks.links(page_rel, REPO)
+        assert found["colab"].startswith(prefix)
+        assert found["colab"].removeprefix(prefix) in tracked, f"{rel(page)}: Colab link to an untracked file"
+        served = posixpath.normpath(posixpath.join(posixpath.dirname(page_rel), found["download"]))
+        assert served in tracked, f"{rel(page)}: download link to {served}, not a tracked file"
+        assert served == notebooks.notebook_path(page_rel)
+        markdown = notebooks.add_links(page.read_text(encoding="utf-8"), page_rel, REPO)
+        assert found["download"] in markdown and found["colab"] in markdown
+
+
+# --- Running them ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def kernel(tmp_path_factory):
+    """A kernelspec for this interpreter, with the suite's warning filters on its command line."""
+    kernels = tmp_path_factory.mktemp("kernels")
+    spec = kernels / "fieldguide" / "kernel.json"
+    spec.parent.mkdir()
+    argv = [sys.executable, *STRICT_WARNINGS, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec.write_text(json.dumps({"argv": argv, "display_name": "field guide tests", "language": "python"}))
+    return kernels
+
+
+def _run(notebook_file, kernels, cwd):
+    try:
+        import nbformat
+        from jupyter_client.kernelspec import KernelSpecManager
+        from jupyter_client.manager import KernelManager
+        from nbclient import NotebookClient
+    except ImportError as exc:  # the reason starts like a GPU skip, so `make test-gpu` fails on it
+        pytest.skip(f"needs nbclient, nbformat and ipykernel to run notebooks ({exc})")
+    notebook = nbformat.read(notebook_file, as_version=4)
+    manager = KernelManager(kernel_name="fieldguide",
+                            kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no project on the path
+    client = NotebookClient(notebook, km=manager, timeout=CELL_TIMEOUT,
+                            resources={"metadata": {"path": str(cwd)}})
+    client.execute(env=env)
+    return notebook
+
+
+# Pages whose code cannot run in Jupyter yet, each with the reason; strict, so a fix shows.
+NOT_IN_JUPYTER = {
+    "foundations/processes-threads-gil.md": "its `main` section calls asyncio.run(), which raises "
+    "inside Jupyter's running event loop",
+}
+
+
+def _marks(page):
+    shown = dict.fromkeys(path for path, _ in includes(page.read_text(encoding="utf-8")))
+    marks = [pytest.mark.snippet(*shown)]
+    if docs_path(page) in NOT_IN_JUPYTER:
+        marks.append(pytest.mark.xfail(reason=NOT_IN_JUPYTER[docs_path(page)], strict=True))
+    return marks
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=_marks(p)) for p in CODE_PAGES], ids=rel)
+def test_notebook_runs(page, kernel, tmp_path):
+    notebook = _run(ROOT / notebooks.notebook_path(docs_path(page)), kernel, tmp_path)
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    printed = "".join(o.get("text", "") for o in outputs if o.get("name") == "stdout")
+    assert "CUDA GPU" in printed, "the first cell says which GPU the notebook found"

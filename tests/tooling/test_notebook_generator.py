@@ -1,0 +1,201 @@
+"""The notebook generator and its hook, on a tiny project (fieldguide/notebooks.py, hooks/notebooks.py).
+
+A page becomes a notebook of its own sections and prose; numbers stay on the page; write and
+check modes agree; and `mkdocs build --strict` serves the notebook, links it, and fails when it
+is stale, missing or has no page.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fieldguide import ROOT, notebooks
+
+SNIPPET = '''\
+"""A demo snippet."""
+
+GPUS_NEEDED = 0
+
+# --8<-- [start:setup]
+import math
+
+
+def area(r):
+    return math.pi * r * r
+# --8<-- [end:setup]
+
+
+if __name__ == "__main__":
+    # --8<-- [start:main]
+    print("area", area(2.0))
+    # --8<-- [end:main]
+'''
+PAGE = '''\
+# Circles
+
+An intro that links to [the home page](../index.md#start) and [below](#the-area).
+
+```python
+--8<-- "snippets/demo/circles.py:setup"
+```
+
+## The area
+
+!!! tip "Keep it simple"
+    One formula, tested.
+
+The area took <!-- timing-value: circles.area median --> on the GPU.
+
+| Run | Time |
+|:--|--:|
+| area | <!-- timing-value: circles.area median --> |
+
+<!-- timing-chart: circles.area[*] x=r y=median -->
+
+Run it from a shell:
+
+```bash
+python -m snippets.demo.circles
+```
+
+```python
+--8<-- "snippets/demo/circles.py:main"
+```
+'''
+MKDOCS = """
+site_name: notebook hook test
+repo_url: https://github.com/acme/guide
+edit_uri: edit/trunk/docs/
+hooks:
+  - {hook}
+markdown_extensions:
+  - admonition
+  - attr_list
+  - tables
+  - pymdownx.snippets:
+      base_path: [.]
+      check_paths: true
+      dedent_subsections: true
+"""
+REPO = notebooks.Repo("acme", "guide", "trunk")
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "snippets" / "demo").mkdir(parents=True)
+    (tmp_path / "snippets" / "demo" / "__init__.py").write_text("")
+    (tmp_path / "snippets" / "demo" / "circles.py").write_text(SNIPPET)
+    (tmp_path / "docs" / "demo").mkdir(parents=True)
+    (tmp_path / "docs" / "demo" / "circles.md").write_text(PAGE)
+    (tmp_path / "docs" / "index.md").write_text("# Home\n\n## Start\n\nNo code here.\n")
+    (tmp_path / "mkdocs.yml").write_text(MKDOCS.format(hook=ROOT / "hooks" / "notebooks.py"))
+    return tmp_path
+
+
+def cells(notebook):
+    return [(c["cell_type"], "".join(c["source"])) for c in notebook["cells"]]
+
+
+def test_repo_comes_from_the_config(project):
+    assert notebooks.Repo.from_mkdocs_yml(project) == REPO
+    assert notebooks.Repo.from_mkdocs_yml(ROOT).colab("notebooks/x.ipynb").startswith(
+        "https://colab.research.google.com/github/")
+    assert notebooks.Repo.from_config("https://github.com/a/b.git/").name == "b"
+    with pytest.raises(ValueError, match="GitHub"):
+        notebooks.Repo.from_config("https://example.com/a/b")
+
+
+def test_the_notebook_is_the_page_in_order(project):
+    found = cells(notebooks.build(project, "demo/circles.md", REPO))
+    kinds = [kind for kind, _ in found]
+    assert kinds == ["markdown", "code", "markdown", "code", "markdown", "code"]
+    title, check, intro, setup, prose, main = (text for _, text in found)
+    assert title.startswith("# Circles\n") and "https://acme.github.io/guide/demo/circles/" in title
+    assert "torch.cuda.is_available()" in check and "Runtime > Change runtime type" in check
+    assert "raise" not in check, "a page that runs on the CPU must not stop there"
+    assert "[the home page](https://acme.github.io/guide/#start)" in intro
+    assert "[below](https://acme.github.io/guide/demo/circles/#the-area)" in intro
+    assert setup == "import math\n\n\ndef area(r):\n    return math.pi * r * r"
+    assert main == 'print("area", area(2.0))'
+    assert prose.startswith("## The area\n\n> **Keep it simple**\n>\n> One formula, tested.")
+    assert "```bash\npython -m snippets.demo.circles\n```" in prose
+    # the paragraph, the table and the chart with numbers: one pointer to the page, no number
+    assert prose.count("measured numbers") == 1 and "<!--" not in prose and "| Run |" not in prose
+
+
+def test_a_gpu_page_stops_at_the_check_when_there_is_no_gpu(project):
+    source = project / "snippets" / "demo" / "circles.py"
+    source.write_text(source.read_text().replace("GPUS_NEEDED = 0", "GPUS_NEEDED = 1"))
+    check = cells(notebooks.build(project, "demo/circles.md", REPO))[1][1]
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        exec(compile(check, "check", "exec"), {})
+    else:
+        with pytest.raises(RuntimeError, match="Change runtime type"):
+            exec(compile(check, "check", "exec"), {})
+    assert "device_count() < 2" in notebooks.gpu_check(2)
+
+
+def test_pages_without_code_have_no_notebook(project):
+    assert notebooks.build(project, "index.md", REPO) is None
+    assert notebooks.add_links("# Home\n", "index.md", REPO) == "# Home\n"
+
+
+def test_write_then_check(project):
+    assert notebooks.problems(project) == ["notebooks/demo/circles.ipynb is missing: run `make notebooks` "
+                                           "and commit it"]
+    assert notebooks.write(project) == ["wrote notebooks/demo/circles.ipynb"]
+    assert notebooks.problems(project) == [] and notebooks.write(project) == []
+    text = (project / "notebooks" / "demo" / "circles.ipynb").read_text()
+    assert json.loads(text)["metadata"]["accelerator"] == "GPU"
+    source = project / "snippets" / "demo" / "circles.py"
+    source.write_text(source.read_text().replace("math.pi * r * r", "math.pi * r**2"))
+    (project / "notebooks" / "demo" / "orphan.ipynb").write_text(text)
+    assert notebooks.problems(project) == [
+        "notebooks/demo/circles.ipynb is stale (its page or snippets changed): run `make notebooks`",
+        "notebooks/demo/orphan.ipynb has no page with code: run `make notebooks` to remove it"]
+    check = subprocess.run([sys.executable, "-m", "fieldguide.notebooks", "--check", "--root", str(project)],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert check.returncode == 1 and "circles.ipynb is stale" in check.stderr
+    assert notebooks.write(project) == ["wrote notebooks/demo/circles.ipynb",
+                                        "removed notebooks/demo/orphan.ipynb"]
+    assert "math.pi * r**2" in (project / "notebooks" / "demo" / "circles.ipynb").read_text()
+
+
+def build(project):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=project,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_site_serves_and_links_the_notebook(project):
+    notebooks.write(project)
+    result = build(project)
+    assert result.returncode == 0, result.stderr
+    served = project / "site" / "notebooks" / "demo" / "circles.ipynb"
+    assert served.read_text() == (project / "notebooks" / "demo" / "circles.ipynb").read_text()
+    html = (project / "site" / "demo" / "circles" / "index.html").read_text()
+    assert 'href="../../notebooks/demo/circles.ipynb"' in html and 'download="circles.ipynb"' in html
+    colab = "https://colab.research.google.com/github/acme/guide/blob/trunk/notebooks/demo/circles.ipynb"
+    assert f'href="{colab}"' in html
+    assert "Download notebook" not in (project / "site" / "index.html").read_text()
+
+
+@pytest.mark.parametrize("fault", ["stale", "missing", "orphan"])
+def test_the_strict_build_fails_on_a_notebook_out_of_step(project, fault):
+    notebooks.write(project)
+    target = project / "notebooks" / "demo" / "circles.ipynb"
+    if fault == "stale":
+        page = project / "docs" / "demo" / "circles.md"
+        page.write_text(page.read_text().replace("Run it from a shell:", "Run it from a terminal:"))
+    elif fault == "missing":
+        target.unlink()
+    else:
+        (project / "notebooks" / "demo" / "old.ipynb").write_text(target.read_text())
+    result = build(project)
+    assert result.returncode != 0
+    assert "notebooks/demo/" in result.stderr and "make notebooks" in result.stderr
+
