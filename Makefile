@@ -13,7 +13,8 @@ PORT      ?= 8000
 PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -x"
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
-.PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser clean
+.PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser clean \
+        notebooks new-page
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -70,6 +71,10 @@ timings-list: ## List benchmark names (for `python3 -m fieldguide.timing_run --o
 
 timings-report: $(VENV)/.docs ## How the kept runs agree: runs per GPU, benchmarks whose runs disagree by >20%
 	$(PY) -m fieldguide.report
+
+# Standard library only: both work on a fresh clone, before any setup.
+notebooks: ## Regenerate notebooks/ from the pages; commit them (`make test` and the build check them)
+	python3 -m fieldguide.notebooks
 
 lock: $(VENV)/.docs ## Re-pin requirements/*.txt from pyproject.toml
 	$(PY) -m pip install -q pip-tools

@@ -132,6 +132,7 @@ def _marks(page):
     return marks
 
 
+@pytest.mark.fresh_interpreter
 @pytest.mark.parametrize("page", [pytest.param(p, marks=_marks(p)) for p in CODE_PAGES], ids=rel)
 def test_notebook_runs(page, kernel, tmp_path):
     notebook = _run(ROOT / notebooks.notebook_path(docs_path(page)), kernel, tmp_path)
