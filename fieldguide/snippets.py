@@ -28,7 +28,7 @@ class SnippetError(ValueError):
 
 
 def snippet_files() -> list[Path]:
-    """Every snippet module, in a stable order (package __init__ files excluded)."""
+    """Every snippet module, in a stable order (package `__init__.py` files excluded)."""
     return sorted(p for p in SNIPPETS_DIR.rglob("*.py") if p.name != "__init__.py")
 
 
