@@ -71,3 +71,35 @@ def bench_cupyx_benchmark(benchmark):
     gpu_times = sorted(gpu for gpu, _ in results)
     benchmark.extra_info["cupyx_gpu_s"] = gpu_times[len(gpu_times) // 2]
     benchmark.extra_info["cupyx_cpu_s"] = sorted(cpu for _, cpu in results)[len(results) // 2]
+
+
+@pytest.mark.parametrize("cache", ["warm", "flushed"])
+def bench_kernel_times(benchmark, cache):
+    """torch.sum over 8 MiB of float32 through kernel_times, with the L2 warm or flushed.
+
+    A round is one kernel_times call (100 sums behind 5 large products); what the page quotes is
+    `kernel_s`, the median GPU time of one sum, and `wall_s`, a synchronized host clock's median.
+    """
+    import statistics
+    import time
+
+    import torch
+
+    x = torch.randn(2**21, device="cuda")
+    medians = []
+
+    def timed():
+        medians.append(statistics.median(snippet.kernel_times(torch.sum, x,
+                                                              flush_l2=cache == "flushed")))
+
+    benchmark.pedantic(timed, rounds=5, warmup_rounds=1)
+    walls = []
+    for _ in range(100):
+        snippet.sync()
+        start = time.perf_counter()
+        torch.sum(x)
+        snippet.sync()
+        walls.append(time.perf_counter() - start)
+    benchmark.extra_info.update(cache=cache, input_bytes=x.nbytes,
+                                kernel_s=statistics.median(medians[1:]),
+                                wall_s=statistics.median(walls))

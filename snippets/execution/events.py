@@ -106,6 +106,26 @@ def wall_seconds(fn, *args):
 # --8<-- [end:timing]
 
 
+# --8<-- [start:host_gap]
+def timed_host_pause(a, pause_s=0.01, queued=0):
+    """Two timed events with no GPU work between them, only a pause of the host.
+
+    `queued` products are put in the stream first. With none, the GPU passes `start`
+    at once and waits for the host to record `end`: the pause is timed. With enough
+    of them, the GPU is still busy when both are recorded and passes them back to back.
+    """
+    torch.cuda.synchronize()  # start from an idle GPU
+    long_gpu_work(a, repeats=queued)
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    time.sleep(pause_s)  # the host does something else; nothing is queued meanwhile
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1000
+# --8<-- [end:host_gap]
+
+
 # --8<-- [start:wait]
 def wait_for_event(a):
     """Wait for one small result while slow, unrelated work runs on the side stream."""
@@ -161,6 +181,9 @@ if __name__ == "__main__":
 
     print(f"events: {gpu_seconds(long_gpu_work, a) * 1e3:.1f} ms, "
           f"wall clock: {wall_seconds(long_gpu_work, a) * 1e3:.1f} ms")
+    idle, busy = timed_host_pause(a), timed_host_pause(a, queued=20)
+    print(f"10 ms host pause between two events: {idle * 1e3:.2f} ms on an idle GPU, "
+          f"{busy * 1e3:.3f} ms behind 20 queued products")
 
     for name, overlap in (("synchronize, then CPU work", gpu_then_cpu),
                           ("CPU work, then event.synchronize()", gpu_and_cpu)):

@@ -59,6 +59,34 @@ def time_with_events(a, b):
 # --8<-- [end:events]
 
 
+# --8<-- [start:microsecond]
+def kernel_times(fn, *args, repeats=100, flush_l2=False):
+    """GPU seconds of each of `repeats` calls of fn, the host's gaps left out.
+
+    Every call is queued behind a few large products, so the GPU never waits for the
+    host between a `start` and its `end`. With flush_l2, a buffer twice the size of
+    the L2 cache is zeroed before each call: fn then reads its inputs from device
+    memory, as it does after other work, not from the cache its previous call filled.
+    """
+    l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
+    scratch = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=device)
+    fn(*args)  # warm-up: kernels loaded, memory allocated, clocks raised
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+             for _ in range(repeats)]
+    sync()
+    for _ in range(5):
+        a @ b  # milliseconds of GPU work ahead of the first `start`
+    for start, end in pairs:
+        if flush_l2:
+            scratch.zero_()
+        start.record()
+        fn(*args)
+        end.record()
+    sync()
+    return [start.elapsed_time(end) / 1000 for start, end in pairs]
+# --8<-- [end:microsecond]
+
+
 # --8<-- [start:timer]
 from torch.utils.benchmark import Timer
 
@@ -99,6 +127,11 @@ if __name__ == "__main__":
     print(f"unsynchronized clock {launch * 1e6:.0f} µs, synchronized {real * 1e6:.0f} µs")
     if device.type == "cuda":
         print(f"CUDA events: {time_with_events(a, b) * 1e3:.2f} ms")
+        x = torch.randn(2**21, device=device)  # 8 MiB: fits in the L2 cache
+        for flush in (False, True):
+            seconds = statistics.median(kernel_times(torch.sum, x, flush_l2=flush))
+            print(f"sum of 8 MiB, L2 {'flushed' if flush else 'warm'}: "
+                  f"{seconds * 1e6:.1f} µs per call on the GPU")
     median, iqr = time_with_timer(a, b)
     print(f"torch.utils.benchmark: median {median * 1e3:.2f} ms, IQR {iqr * 1e3:.3f} ms")
     times = [time_synchronized(a, b) for _ in range(30)]

@@ -7,6 +7,9 @@ import pytest
 
 pytestmark = pytest.mark.snippet("snippets/execution/events.py")
 
+# Bounds the page quotes (timing-bound): a host pause between two events, as a share of the pause
+CLAIMS = {"idle_pause_share": 0.9, "queued_pause_share": 0.1}
+
 
 @pytest.fixture(scope="module")
 def snippet():
@@ -56,6 +59,18 @@ def test_elapsed_time_agrees_with_a_synchronized_clock(snippet):
     wall = statistics.median(snippet.wall_seconds(snippet.long_gpu_work, snippet.a)
                              for _ in range(5))
     assert events == pytest.approx(wall, rel=0.25)
+
+
+def test_a_host_pause_is_timed_only_when_the_gpu_is_idle(snippet):
+    pause = 0.01
+    snippet.timed_host_pause(snippet.a, pause, queued=20)  # warm-up
+    idle = statistics.median(snippet.timed_host_pause(snippet.a, pause) for _ in range(3))
+    queued = statistics.median(snippet.timed_host_pause(snippet.a, pause, queued=20)
+                               for _ in range(3))
+    # No GPU work lies between the events: on an idle GPU they still span the host's pause...
+    assert idle >= CLAIMS["idle_pause_share"] * pause, idle
+    # ...and behind 20 products (tens of ms, far longer than the pause) they do not.
+    assert queued < CLAIMS["queued_pause_share"] * pause, queued
 
 
 def test_waiting_on_an_event_overlaps_cpu_and_gpu_work(snippet):

@@ -1,6 +1,7 @@
 """Claims of docs/execution/timing-gpu-code.md."""
 
 import statistics
+import time
 
 import pytest
 
@@ -50,6 +51,27 @@ def test_events_agree_with_synchronized_clock():
 
 
 @pytest.mark.gpus(1)
+def test_kernel_times_leave_the_host_out_and_see_the_cold_cache():
+    import torch
+
+    x = torch.randn(2**21, device="cuda")  # 8 MiB of float32: fits in the L2 of recent GPUs
+    assert 2 * x.nbytes < torch.cuda.get_device_properties(0).L2_cache_size
+    warm = statistics.median(snippet.kernel_times(torch.sum, x))
+    cold = statistics.median(snippet.kernel_times(torch.sum, x, flush_l2=True))
+
+    def wall():
+        snippet.sync()
+        start = time.perf_counter()
+        torch.sum(x)
+        snippet.sync()
+        return time.perf_counter() - start
+
+    synced = statistics.median(wall() for _ in range(100))
+    assert warm < CLAIMS["tiny_kernel_share_of_wall"] * synced, (warm, synced)
+    assert cold > warm, (cold, warm)  # inputs from device memory, not from the cache
+
+
+@pytest.mark.gpus(1)
 def test_first_call_costs_more_than_later_ones():
     from tests.helpers import run_python
 
@@ -62,7 +84,7 @@ def test_first_call_costs_more_than_later_ones():
 
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
 
-CLAIMS = {"undercount": 10, "first_call_over_steady": 2}
+CLAIMS = {"undercount": 10, "first_call_over_steady": 2, "tiny_kernel_share_of_wall": 0.5}
 
 
 def test_unsynchronized_clock_undercounts_in_every_run(measured):
