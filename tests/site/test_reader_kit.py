@@ -26,6 +26,7 @@ NOT_CHAPTERS = {"Home", "Reference", "Contributing"}   # nav sections whose page
 BOX_TITLE = '!!! abstract "What you will learn"'
 SUMMARY = re.compile(r"^## (Summary|What to take from this)\s*$", re.M)
 LINK = re.compile(r"\[[^\]]+\]\((?P<target>[^)\s]+)\)")
+NUMBER = re.compile(r"(?<![\w/])\d[\d.,]*(?!\w)")   # 12, 3.5, 1,000; not the 32 of TF32
 DATE_PLUGIN = "mkdocs_git_revision_date_localized_plugin"
 DATE_SPAN = re.compile(r'class="git-revision-date-localized-plugin git-revision-date-localized-plugin-date"'
                        r'[^>]*>(?P<date>[^<]+)<')
@@ -112,7 +113,7 @@ def test_every_chapter_page_opens_with_what_you_will_learn(path):
     assert 2 <= len(bullets) <= 4, f"{path}: {len(bullets)} bullets in the box (2 to 4)"
     assert len(prerequisites) == 1, f"{path}: the box needs one **Prerequisites:** line"
     prose = re.sub(r"`[^`]*`|\]\([^)]*\)", "", "\n".join(box))
-    assert not re.search(r"\d", prose), f"{path}: the box types a number (leave them to the page)"
+    assert not NUMBER.search(prose), f"{path}: the box types a number (leave them to the page)"
 
 
 @pytest.mark.parametrize("path", CHAPTER_PAGES)
@@ -314,3 +315,82 @@ def test_a_copy_without_git_history_still_builds_with_dates(tmp_path):
     today = dt.datetime.now(dt.UTC)
     match = DATE_SPAN.search((tmp_path / "site" / url_of(CHAPTER_PAGES[0])).read_text(encoding="utf-8"))
     assert match and str(today.year) in match["date"]
+
+
+# --- The cheat sheet -----------------------------------------------------------------------------
+
+def list_items(path: str) -> list[str]:
+    """A page's top-level list items, each with its continuation lines joined."""
+    items: list[str] = []
+    for line in text(path).splitlines():
+        if line.startswith("- "):
+            items.append(line[2:])
+        elif line.startswith("  ") and items:
+            items[-1] += " " + line.strip()
+    return items
+
+
+def test_missing_anchors_fail_the_strict_build():
+    validation = config()["validation"]
+    assert validation["anchors"] == "warn" and validation["unrecognized_links"] == "warn"
+
+
+def test_every_rule_links_a_section_of_a_chapter_page():
+    rules = list_items("cheat-sheet.md")
+    assert len(rules) >= 30
+    for rule in rules:
+        links = [resolve("cheat-sheet.md", m["target"]) for m in LINK.finditer(rule)]
+        assert links, f"rule without a link: {rule}"
+        assert all(path in CHAPTER_PAGES and anchor for path, anchor in links), rule
+        assert not NUMBER.search(re.sub(r"`[^`]*`|\[[^\]]*\]\([^)]*\)", "", rule)), (
+            f"a rule types a number: {rule}")
+
+
+def test_the_cheat_sheet_links_every_chapter_page():
+    linked = {resolve("cheat-sheet.md", m["target"])[0] for m in LINK.finditer(text("cheat-sheet.md"))}
+    assert not set(CHAPTER_PAGES) - linked, f"no rule links {sorted(set(CHAPTER_PAGES) - linked)}"
+
+
+@pytest.mark.parametrize("path", ["cheat-sheet.md", "headline-numbers.md"])
+def test_every_link_lands_on_an_existing_section(site, path):
+    # What `validation: anchors: warn` makes the strict build check, checked here on the HTML.
+    for match in LINK.finditer(text(path)):
+        target, anchor = resolve(path, match["target"])
+        page_html = built(site, target)
+        if anchor:
+            assert f'id="{anchor}"' in page_html, f"{path}: {match['target']} has no such section"
+
+
+# --- Headline numbers ----------------------------------------------------------------------------
+
+SHORTCODE = re.compile(r"<!--\s*timing-[\w-]+:.*?-->")
+
+
+def headline_rows() -> list[list[str]]:
+    rows = [line.strip("|").split(" | ") for line in text("headline-numbers.md").splitlines()
+            if line.startswith("| ") and not line.startswith("| Measured |")]
+    assert rows and all(len(row) == 3 for row in rows)
+    return rows
+
+
+def test_every_headline_is_measured_and_linked_to_its_page():
+    for measured, result, where in headline_rows():
+        assert SHORTCODE.search(result), f"{measured}: the result is not a timing shortcode"
+        assert not NUMBER.search(SHORTCODE.sub("", result)), f"{measured}: a number typed by hand"
+        (link,) = LINK.finditer(where)
+        target, anchor = resolve("headline-numbers.md", link["target"])
+        assert target in CHAPTER_PAGES and anchor, f"{measured}: links {link['target']}"
+
+
+def test_every_page_with_measurements_has_a_headline():
+    measured = {path for path in CHAPTER_PAGES if SHORTCODE.search(text(path))}
+    linked = {resolve("headline-numbers.md", link["target"])[0]
+              for *_, where in headline_rows() for link in LINK.finditer(where)}
+    assert measured and not measured - linked, f"no headline from {sorted(measured - linked)}"
+
+
+def test_the_headline_page_names_its_gpu_and_dates(site):
+    page_html = built(site, "headline-numbers.md")
+    assert "timing unavailable" not in page_html and "<!-- timing-" not in page_html
+    section = page_html[page_html.index('id="measured-on"'):]
+    assert re.search(r"NVIDIA [^<|]+", section) and re.search(r"\d{4}-\d{2}-\d{2}", section)
