@@ -34,6 +34,7 @@ from fieldguide.timings import (
     Run,
     TimingError,
     Timings,
+    column_label,
     format_value,
 )
 
@@ -41,11 +42,6 @@ SHORTCODE = re.compile(r"<!--\s*timing-(?P<kind>[\w-]+):(?P<body>.*?)-->", re.DO
 UNRENDERED = re.compile(r"<!--\s*timing-[\w-]+:")
 HOOK_ACTIVE = False  # set by hooks/timings.py for the build it runs in (fieldguide/unrendered.py)
 
-COLUMN_LABELS = {
-    "median": "Median", "iqr": "IQR", "q1": "Q1", "q3": "Q3", "mean": "Mean",
-    "stddev": "Std dev", "min": "Min", "max": "Max", "rounds": "Rounds", "runs": "Runs",
-    "bandwidth_gbs": "Bandwidth", "tflops": "Rate", "per_op": "Per operation",
-}
 
 
 @dataclass
@@ -229,7 +225,7 @@ def render_table(code: Shortcode, build: Build, page: Page) -> str:
 
 
 def table_markdown(build: Build, benches: list[Benchmark], columns: list[str]) -> str:
-    head = "| Benchmark | " + " | ".join(COLUMN_LABELS.get(c, c) for c in columns) + " |"
+    head = "| Benchmark | " + " | ".join(column_label(c) for c in columns) + " |"
     rule = "|:--|" + "--:|" * len(columns)
     rows, flagged = [], False
     for bench in benches:

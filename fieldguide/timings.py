@@ -397,6 +397,34 @@ UNITS: dict[str, Callable[[float], str]] = {
     "tflops": lambda v: f"{format_number(v)} TFLOP/s",
     "bytes": format_bytes,
 }
+# A recorded field's unit, from the end of its name: step_us, first_call_s, power_w, ...
+SUFFIXES: dict[str, tuple[str, Callable[[float], str]]] = {
+    "_s": ("", format_seconds),
+    "_ms": ("", lambda v: format_seconds(v * 1e-3)),
+    "_us": ("", lambda v: format_seconds(v * 1e-6)),
+    "_pct": ("", lambda v: f"{format_number(float(v))} %"),
+    "_w": ("", lambda v: f"{format_number(float(v))} W"),
+    "_per_s": (" per second", lambda v: f"{format_number(float(v))}/s"),
+    "_gbs": ("", lambda v: f"{format_number(float(v))} GB/s"),
+    "_bytes": ("", format_bytes),
+}
+
+
+def _suffix(field: str) -> str | None:
+    return next((s for s in sorted(SUFFIXES, key=len, reverse=True) if field.endswith(s)), None)
+
+
+def column_label(field: str) -> str:
+    """A table header for a field: 'step_us' -> 'Step', 'items_per_s' -> 'Items per second'."""
+    known = {"median": "Median", "iqr": "IQR", "q1": "Q1", "q3": "Q3", "mean": "Mean",
+             "stddev": "Std dev", "min": "Min", "max": "Max", "rounds": "Rounds", "runs": "Runs",
+             "bandwidth_gbs": "Bandwidth", "tflops": "Rate", "per_op": "Per operation"}
+    if field in known:
+        return known[field]
+    suffix = _suffix(field)
+    stem = field[: -len(suffix)] if suffix else field
+    words = (stem.replace("_", " ") + (SUFFIXES[suffix][0] if suffix else "")).strip()
+    return words[:1].upper() + words[1:]
 
 
 def format_value(field: str, value: Any, spec: str | None = None) -> str:
@@ -406,6 +434,9 @@ def format_value(field: str, value: Any, spec: str | None = None) -> str:
         return format_seconds(value)
     if field in UNITS and isinstance(value, (int, float)):
         return UNITS[field](value)
+    suffix = _suffix(field)
+    if suffix and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return SUFFIXES[suffix][1](value)
     if isinstance(value, float):
         return format_number(value)
     return str(value)
