@@ -75,6 +75,17 @@ def test_old_cuda_time_names_are_deprecated_and_the_sort_key_is_current():
     assert "cuda" not in snippet.sort_key
 
 
+@pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")  # on a CPU build
+def test_old_profiler_wants_use_device_not_use_cuda():
+    import warnings
+
+    with pytest.warns(FutureWarning, match="use_device = 'cuda'"):
+        torch.autograd.profiler.profile(use_cuda=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the current spelling is not deprecated
+        torch.autograd.profiler.profile(use_device="cuda")
+
+
 @pytest.mark.skipif(tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13),
                     reason="checked on PyTorch 2.13, where bottleneck is gone")
 def test_torch_utils_bottleneck_is_gone():
