@@ -258,7 +258,10 @@ def test_every_term_in_the_text_is_an_abbr_with_its_meaning(site, path):
     pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(TERMS, key=len, reverse=True)))
                          + r")\b")
     bare = sorted({m[0] for chunk in parsed.chunks for m in pattern.finditer(chunk)})
-    assert not bare, f"{path}: terms shown without their meaning: {bare}"
+    assert not bare, (
+        f"{path}: terms shown without their meaning: {bare}. The abbr extension explains the terms "
+        "of includes/abbreviations.md in Markdown text; HTML written by a hook or as a raw block "
+        "needs its own <abbr title=...>")
     for term, title in set(parsed.abbrs):
         assert title == TERMS[term], term
 
@@ -276,9 +279,12 @@ def test_the_glossary_page_lists_every_term(site):
 
 def git_date(path: str) -> str | None:
     """The date of the page's last commit as the plugin prints it (English, UTC), or None."""
+    # The plugin's own query (mkdocs_git_revision_date_localized_plugin/util.py)
+    query = ["git", "log", "-n", "1", "--follow", "--diff-filter=r", "--ignore-all-space",
+             "--ignore-blank-lines", "--no-show-signature", "--date=unix", "--format=%at", "--",
+             f"docs/{path}"]
     try:
-        stamp = subprocess.run(["git", "log", "-1", "--follow", "--format=%at", "--", f"docs/{path}"],
-                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        stamp = subprocess.run(query, cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     if not stamp:
