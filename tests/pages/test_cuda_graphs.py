@@ -70,6 +70,47 @@ def test_graphed_callables_match_eager_outputs_and_gradients(snippet):
             torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-6)
 
 
+def graphed_callables_code(warning_off):
+    """The page's sections for make_graphed_callables, pasted in order, then two training steps."""
+    from fieldguide import ROOT
+    from fieldguide.snippets import sections
+
+    graphs = sections(ROOT / "snippets/execution/cuda_graphs.py")
+    switch = sections(ROOT / "snippets/execution/graphed_grad_stream.py")["warning_off"]
+    return "\n\n".join([graphs["setup"], switch if warning_off else "",
+                         graphs["graphed_callables"],
+                         "train_step(model, batch)\ntrain_step(model, batch)\n"])
+
+
+@pytest.mark.snippet("snippets/execution/graphed_grad_stream.py")
+def test_graphed_callables_section_runs_with_warnings_as_errors():
+    from tests.helpers import run_python
+
+    result = run_python(["-W", "error::UserWarning", "-c", graphed_callables_code(True)])
+    assert result.returncode == 0, result.stderr
+
+
+def test_without_the_switch_autograd_warns_about_the_gradient_stream():
+    from tests.helpers import run_python
+
+    result = run_python(["-c", graphed_callables_code(False)])
+    assert result.returncode == 0, result.stderr
+    assert "AccumulateGrad node's stream does not match" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("setting", "hinted"), [(None, True), ("tf32", False)])
+def test_inductor_tf32_hint_reads_the_current_setting(setting, hinted):
+    from tests.helpers import run_python
+
+    code = ("import torch\n"
+            + (f"torch.backends.cuda.matmul.fp32_precision = {setting!r}\n" if setting else "")
+            + "a = torch.randn(64, 64, device='cuda')\n"
+              "torch.compile(lambda x: x @ x)(a)\n")
+    result = run_python(["-c", code])
+    assert result.returncode == 0, result.stderr
+    assert ("TensorFloat32 tensor cores" in result.stderr) is hinted, result.stderr
+
+
 def test_graphed_callables_accept_new_inputs(snippet):
     import torch
 
