@@ -10,13 +10,16 @@ pytestmark = pytest.mark.snippet("snippets/data_movement/pinned_memory.py")
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {
     "copy": "{direction} copy from {kind} memory, {bytes}",
-    "pin": "`pin_memory()` of a fresh {bytes} tensor",
+    "pin": "`pin_memory()` of {bytes} again: a cached pinned block, and the copy into it",
     "return": "Until `.to()` returns: {bytes} from {kind} memory, {non_blocking}",
     "overlap": "CPU work and a {bytes} copy from pinned memory, {non_blocking}",
     "cpu_work": "CPU work alone",
+    "return_busy": "Until `.to()` returns, GPU busy: {bytes} from {kind} memory, {non_blocking}",
+    "pinning": "`pin_memory()` of {bytes}, {cache}",
 }
 WORDS = {"h2d": "Host → device", "d2h": "Device → host",
-         "True": "`non_blocking=True`", "False": "blocking"}
+         "True": "`non_blocking=True`", "False": "blocking",
+         "fresh": "newly page-locked memory", "cached": "a cached pinned block"}
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 SIZES = [KiB * 4**i for i in range(11)]  # 1 KiB ... 1 GiB
@@ -86,3 +89,56 @@ def bench_overlap(benchmark, non_blocking):
 def bench_cpu_work(benchmark):
     """The CPU work alone, so the page can show overlap against its parts."""
     benchmark.pedantic(snippet.cpu_work, rounds=20, warmup_rounds=2)
+
+
+@pytest.mark.parametrize(("kind", "non_blocking", "nbytes"), [
+    pytest.param(kind, nb, 4 * KiB * 4**i,
+                 id=f"{kind}-{'non_blocking' if nb else 'blocking'}-{size_label(4 * KiB * 4**i)}")
+    for kind in ("pageable", "pinned") for nb in (False, True) for i in range(8)])
+def bench_return_busy(benchmark, kind, non_blocking, nbytes):
+    """Time until `.to(device)` returns while the GPU still works through a queue of
+    matrix products (4 KiB to 64 MiB; deliberately no sync inside the timed call)."""
+    import statistics
+
+    products = 12  # 4096 x 4096 products: a few tens of ms of queue on an H100
+    host = torch.ones(nbytes, dtype=torch.uint8, pin_memory=kind == "pinned")
+    snippet.queue_gpu_work(1)  # warm-up: a kernel's first launch can block
+    queue_s = statistics.median(snippet.queue_seconds(products) for _ in range(3))
+
+    def busy_gpu():
+        torch.cuda.synchronize()  # the previous round's copy is done
+        snippet.queue_gpu_work(products)
+
+    benchmark.extra_info.update(
+        bytes=nbytes, kind=kind, non_blocking=non_blocking,
+        case=f"{kind}, {'non_blocking=True' if non_blocking else 'blocking'}",
+        queue_products=products, queue_matrix_n=4096, queue_ms=queue_s * 1e3)
+    benchmark.pedantic(snippet.start_copy, args=(host, non_blocking), setup=busy_gpu,
+                       rounds=5, warmup_rounds=1)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize(("cache", "nbytes"), [
+    pytest.param(cache, nbytes, id=f"{cache}-{size_label(nbytes)}")
+    for cache in ("fresh", "cached") for nbytes in (MiB, 16 * MiB, 256 * MiB)])
+def bench_pinning(benchmark, cache, nbytes):
+    """`pin_memory()` when PyTorch must page-lock new memory ("fresh": its host cache is
+    emptied before every round) and when it hands back a cached block ("cached")."""
+    def empty_host_cache():
+        # Public since the torch.accelerator API gained it; torch._C._host_emptyCache
+        # (private, CUDA only) on releases that predate it.
+        release = getattr(torch.accelerator, "empty_host_cache", None)
+        (release or torch._C._host_emptyCache)()
+
+    pageable = torch.ones(nbytes, dtype=torch.uint8)
+    empty_host_cache()
+    blocks_before = torch.cuda.host_memory_stats()["num_host_alloc"]
+    rounds, warmup_rounds = (5, 1) if nbytes >= 256 * MiB else (10, 1)
+    benchmark.pedantic(snippet.pin_once, args=(pageable,),
+                       setup=empty_host_cache if cache == "fresh" else None,
+                       rounds=rounds, warmup_rounds=warmup_rounds)
+    new_blocks = torch.cuda.host_memory_stats()["num_host_alloc"] - blocks_before
+    # Fresh: one new pinned block per round; cached: one, made in the warm-up round.
+    benchmark.extra_info.update(bytes=nbytes, cache=cache, new_blocks=new_blocks,
+                                rounds_run=rounds + warmup_rounds)
+    empty_host_cache()

@@ -81,11 +81,70 @@ def link_gbs(generation, lanes):
 # --8<-- [end:link]
 
 
+# --8<-- [start:pin_cost]
+def pin_once(pageable):
+    """A page-locked copy of `pageable`, dropped at once: PyTorch caches its block."""
+    pageable.pin_memory()
+
+
+def pinning_seconds(pageable):
+    """Time one pin_once(); `fresh` is True when PyTorch had to lock new memory."""
+    blocks_before = torch.cuda.host_memory_stats()["num_host_alloc"]
+    start = time.perf_counter()
+    pin_once(pageable)
+    seconds = time.perf_counter() - start
+    fresh = torch.cuda.host_memory_stats()["num_host_alloc"] > blocks_before
+    return seconds, fresh
+# --8<-- [end:pin_cost]
+
+
 # --8<-- [start:non_blocking]
 def start_copy(host, non_blocking):
     """Queue a host->device copy; how soon this returns is what non_blocking changes."""
     return host.to(device, non_blocking=non_blocking)
 # --8<-- [end:non_blocking]
+
+
+# --8<-- [start:busy_queue]
+def queue_gpu_work(products=20, n=4096):
+    """Queue `products` n x n matrix products (tens of ms of work); return at once."""
+    a = torch.ones(n, n, device=device)
+    for _ in range(products):
+        a @ a
+
+
+def queue_seconds(products=20):
+    """How long the GPU takes to work through that queue: the yardstick below."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    queue_gpu_work(products)
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def return_seconds(host, non_blocking, products=20):
+    """How long .to(device) holds the host while the GPU is busy with earlier work."""
+    queue_gpu_work(1)
+    torch.cuda.synchronize()  # warm-up: a kernel's first launch can block
+    queue_gpu_work(products)  # the GPU is now busy for tens of milliseconds
+    start = time.perf_counter()
+    start_copy(host, non_blocking)
+    returned = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return returned
+
+
+def return_times(sizes=tuple(4 * 2**10 * 4**i for i in range(8)), repeats=3):
+    """Median return time for each (memory, non_blocking, bytes), 4 KiB to 64 MiB."""
+    times = {}
+    for nbytes in sizes:
+        for kind in ("pageable", "pinned"):
+            host = torch.ones(nbytes, dtype=torch.uint8, pin_memory=kind == "pinned")
+            for non_blocking in (False, True):
+                runs = [return_seconds(host, non_blocking) for _ in range(repeats)]
+                times[kind, non_blocking, nbytes] = statistics.median(runs)
+    return times
+# --8<-- [end:busy_queue]
 
 
 # --8<-- [start:overlap]
@@ -138,6 +197,42 @@ def read_after_event():
     copied.synchronize()  # waits for this copy only, not for everything on the device
     return host, result.cpu()
 # --8<-- [end:hazard_fixed]
+
+
+# --8<-- [start:source_hazard]
+def overwrite_too_early():
+    """Host->device, non_blocking=True: the GPU reads the source *later*. Don't."""
+    host = torch.zeros(4096, pin_memory=True)
+    queue_gpu_work(1)
+    torch.cuda.synchronize()  # warm-up, as above
+    queue_gpu_work()  # the GPU is busy for tens of milliseconds...
+    on_gpu = host.to(device, non_blocking=True)  # ...so this copy waits in the queue
+    host.fill_(1.0)  # the next batch, written into the buffer before the copy ran
+    torch.cuda.synchronize()
+    return on_gpu.cpu()  # all ones: the GPU got what was written after the call
+# --8<-- [end:source_hazard]
+
+
+# --8<-- [start:staging]
+class Uploader:
+    """Host->device copies through pinned staging buffers that are reused safely."""
+
+    def __init__(self, shape, dtype=torch.float32, buffers=2):
+        self.staging = [torch.empty(shape, dtype=dtype, pin_memory=True)
+                        for _ in range(buffers)]
+        self.copied = [None] * buffers  # per buffer: an event after its last copy
+        self.turn = 0
+
+    def upload(self, batch):
+        i, self.turn = self.turn, (self.turn + 1) % len(self.staging)
+        if self.copied[i] is not None:
+            self.copied[i].synchronize()  # the GPU has read this buffer: reuse it
+        self.staging[i].copy_(batch)
+        on_gpu = self.staging[i].to(device, non_blocking=True)
+        self.copied[i] = torch.cuda.Event()
+        self.copied[i].record()  # queued right after the copy, so it marks its end
+        return on_gpu
+# --8<-- [end:staging]
 
 
 if __name__ == "__main__":

@@ -48,7 +48,8 @@ def test_pinned_beats_pageable_for_large_copies(snippet):
         assert pinned > 1.2 * pageable, (direction, pinned, pageable)
 
 
-def test_non_blocking_returns_early_only_from_pinned_memory(snippet):
+def test_idle_gpu_64MiB_only_pinned_non_blocking_returns_before_the_copy(snippet):
+    """The page's table at 64 MiB with nothing else queued; the busy-GPU tests below."""
     import statistics
     import time
 
@@ -92,11 +93,163 @@ def test_reading_before_sync_sees_stale_data(snippet):
     assert np.array_equal(late, expected)
 
 
-def test_event_fix_reads_the_result(snippet):
+# A busy GPU: with nothing queued, every way of copying looks alike (the copy is all there
+# is to wait for). These tests queue tens of milliseconds of matrix products first.
+
+KiB = 2**10
+SIZES = [4 * KiB * 4**i for i in range(8)]  # 4 KiB ... 64 MiB
+
+
+@pytest.fixture(scope="module")
+def busy_queue(snippet):
+    """Seconds the GPU needs for the snippet's default queue of products (median of 3)."""
+    import statistics
+
+    snippet.queue_gpu_work(1)  # warm-up
+    return statistics.median(snippet.queue_seconds() for _ in range(3))
+
+
+@pytest.fixture(scope="module")
+def return_times(snippet):
+    return snippet.return_times(SIZES)
+
+
+def test_the_queue_is_long_enough_to_tell_the_cases_apart(busy_queue):
+    assert busy_queue > 0.01, busy_queue  # tens of ms on an H100; far above a call's cost
+
+
+def test_pinned_non_blocking_returns_long_before_the_queue_drains(return_times, busy_queue):
+    for nbytes in SIZES:
+        returned = return_times["pinned", True, nbytes]
+        assert returned < 0.1 * busy_queue, (nbytes, returned, busy_queue)
+
+
+@pytest.mark.parametrize("kind", ["pageable", "pinned"])
+def test_a_blocking_copy_waits_for_the_queue_at_every_size(return_times, busy_queue, kind):
+    for nbytes in SIZES:
+        returned = return_times[kind, False, nbytes]
+        assert returned > 0.5 * busy_queue, (kind, nbytes, returned, busy_queue)
+
+
+def test_pageable_non_blocking_waits_for_the_queue_from_16MiB(return_times, busy_queue):
+    # Smaller pageable copies may return at once (the driver stages them); that part depends
+    # on the driver, so the page only promises what holds for large copies.
+    for nbytes in (s for s in SIZES if s >= 16 * MiB):
+        returned = return_times["pageable", True, nbytes]
+        assert returned > 0.5 * busy_queue, (nbytes, returned, busy_queue)
+
+
+def test_overwriting_the_source_too_early_changes_what_the_gpu_receives(snippet):
     import torch
 
+    received = snippet.overwrite_too_early()
+    assert torch.equal(received, torch.ones(4096)), "the GPU should see the later write"
+
+
+def test_uploader_reuses_staging_buffers_only_after_their_copy(snippet):
+    import torch
+
+    uploader = snippet.Uploader((4096,), buffers=2)
+    snippet.queue_gpu_work(1)
+    torch.cuda.synchronize()
+    snippet.queue_gpu_work()  # the copies queue behind tens of ms of work
+    batches = [torch.full((4096,), float(k)) for k in range(6)]  # more batches than buffers
+    uploaded = [uploader.upload(batch) for batch in batches]
+    torch.cuda.synchronize()
+    for batch, on_gpu in zip(batches, uploaded, strict=True):
+        assert torch.equal(on_gpu.cpu(), batch)
+
+
+def test_uploader_without_the_event_wait_would_corrupt_batches(snippet):
+    """The control for the test above: skip the wait and a reused buffer is overwritten
+    before the GPU has read it, so the check above can fail."""
+    import torch
+
+    class NoWait:
+        def synchronize(self):
+            pass
+
+    uploader = snippet.Uploader((4096,), buffers=2)
+    snippet.queue_gpu_work(1)
+    torch.cuda.synchronize()
+    snippet.queue_gpu_work()
+    uploaded = []
+    for k in range(6):
+        uploaded.append(uploader.upload(torch.full((4096,), float(k))))
+        uploader.copied = [NoWait() if e is not None else None for e in uploader.copied]
+    torch.cuda.synchronize()
+    seen = [on_gpu[0].item() for on_gpu in uploaded]
+    assert seen != [float(k) for k in range(6)], seen
+
+
+def test_to_cpu_non_blocking_returns_before_the_data_arrived(snippet):
+    """`.to("cpu", non_blocking=True)` allocates a pinned result and returns at once:
+    reading it before synchronizing reads memory the copy has not written yet."""
+    import torch
+
+    snippet.queue_gpu_work(1)
+    torch.cuda.synchronize()
+    snippet.queue_gpu_work()
+    result = torch.randn(4096, device="cuda")  # random: stale memory cannot match it
+    on_host = result.to("cpu", non_blocking=True)
+    early = on_host.clone()
+    torch.cuda.synchronize()
+    assert on_host.is_pinned()
+    assert not torch.equal(early, on_host), "the early read should not see the result yet"
+    assert torch.equal(on_host, result.cpu())
+
+
+def test_event_fix_reads_the_result_with_a_busy_gpu(snippet):
+    import torch
+
+    snippet.queue_gpu_work(1)
+    torch.cuda.synchronize()
+    snippet.queue_gpu_work()  # without its event wait, read_after_event would read too early
     host, expected = snippet.read_after_event()
     assert torch.equal(host, expected)
+
+
+def _empty_host_cache():
+    import torch
+
+    release = getattr(torch.accelerator, "empty_host_cache", None)
+    (release or torch._C._host_emptyCache)()  # private, on releases before the public one
+
+
+def test_a_freed_pinned_block_waits_for_the_copies_that_read_it(snippet):
+    """PyTorch's guard against its own allocator: not against writes to a live tensor."""
+    import torch
+
+    pageable = torch.ones(4 * MiB, dtype=torch.uint8)
+    _empty_host_cache()
+    host = pageable.pin_memory()
+    snippet.queue_gpu_work(1)
+    torch.cuda.synchronize()
+    snippet.queue_gpu_work()
+    on_gpu = host.to(snippet.device, non_blocking=True)  # queued: it reads `host` later
+    del host  # its block goes back to the cache, but only once the copy has run
+    _, fresh = snippet.pinning_seconds(pageable)
+    assert fresh, "the block a queued copy still reads must not be handed out again"
+    torch.cuda.synchronize()
+    assert on_gpu.eq(1).all()
+    _empty_host_cache()
+
+
+def test_fresh_pinning_costs_far_more_than_a_cached_block(snippet):
+    import torch
+
+    pageable = torch.ones(256 * MiB, dtype=torch.uint8)
+    fresh_runs, cached_runs = [], []
+    for _ in range(3):
+        _empty_host_cache()
+        seconds, fresh = snippet.pinning_seconds(pageable)
+        assert fresh, "with the cache emptied, PyTorch must lock new memory"
+        fresh_runs.append(seconds)
+        seconds, fresh = snippet.pinning_seconds(pageable)
+        assert not fresh, "the block freed a moment ago should be handed back"
+        cached_runs.append(seconds)
+    _empty_host_cache()
+    assert min(fresh_runs) > 3 * max(cached_runs), (fresh_runs, cached_runs)
 
 
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
