@@ -121,6 +121,76 @@ def test_launch_blocking_slows_the_training_loop(monkeypatch):
     assert blocking > 1.1 * normal, (blocking, normal)
 
 
+# The table's host-to-device rows. An idle GPU cannot tell a copy that waits for the queue from
+# one that does not, so each case runs behind tens of milliseconds of queued products.
+
+def _returned_while_busy(op, products=20):
+    """(seconds until op() returned with the GPU busy, seconds the queue alone takes)."""
+    snippet.launch_and_wait(snippet.a, 1)  # warm-up: a kernel's first launch can block
+    op()  # and the op's own first-call costs
+    snippet.sync()
+    start = time.perf_counter()
+    snippet.launch(snippet.a, products)
+    snippet.sync()
+    drain = time.perf_counter() - start
+    snippet.launch(snippet.a, products)
+    start = time.perf_counter()
+    op()
+    returned = time.perf_counter() - start
+    snippet.sync()
+    return returned, drain
+
+
+def _host_to_device_cases():
+    import numpy as np
+
+    pageable = torch.ones(2**18)  # 1 MiB of float32
+    pinned = pageable.pin_memory()
+    big_pageable = torch.ones(2**24)  # 64 MiB
+    return {
+        "blocking": {
+            'x.to("cuda") from pageable memory': lambda: pageable.to(snippet.device),
+            'x.to("cuda") from pinned memory': lambda: pinned.to(snippet.device),
+            'torch.tensor(list, device="cuda")':
+                lambda: torch.tensor([1.0, 2.0, 3.0], device=snippet.device),
+            'torch.as_tensor(array, device="cuda")':
+                lambda: torch.as_tensor(np.ones(3), device=snippet.device),
+        },
+        "queued": {
+            "pinned, non_blocking=True": lambda: pinned.to(snippet.device, non_blocking=True),
+        },
+        "waits unflagged": {
+            "64 MiB pageable, non_blocking=True":
+                lambda: big_pageable.to(snippet.device, non_blocking=True),
+        },
+    }
+
+
+@pytest.mark.gpus(1)
+def test_blocking_host_to_device_copies_wait_for_the_queue_and_are_flagged():
+    for name, op in _host_to_device_cases()["blocking"].items():
+        returned, drain = _returned_while_busy(op)
+        assert returned > 0.5 * drain, (name, returned, drain)
+        assert snippet.count_syncs(op) >= 1, name
+
+
+@pytest.mark.gpus(1)
+def test_pinned_non_blocking_copy_stays_queued():
+    for name, op in _host_to_device_cases()["queued"].items():
+        returned, drain = _returned_while_busy(op)
+        assert returned < 0.1 * drain, (name, returned, drain)
+        assert snippet.count_syncs(op) == 0, name
+
+
+@pytest.mark.gpus(1)
+def test_large_pageable_non_blocking_copy_waits_but_sync_debug_mode_misses_it():
+    """The driver, not PyTorch, makes the host wait here, so the debug mode cannot see it."""
+    for name, op in _host_to_device_cases()["waits unflagged"].items():
+        returned, drain = _returned_while_busy(op)
+        assert returned > 0.5 * drain, (name, returned, drain)
+        assert snippet.count_syncs(op) == 0, name
+
+
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
 
 def test_a_sync_every_step_costs_time_in_every_run(measured):
