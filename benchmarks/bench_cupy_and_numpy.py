@@ -27,12 +27,15 @@ LABELS = {
     "transfer": "Moving the {n} × {n} float64 matrix {direction}",
     "affine_clamp": "`clip(a * x + b, lo, hi)`, {version}",
     "exchange": "Handing a {bytes} CuPy array to PyTorch, {how}",
+    "to_host": "The {n} × {n} float64 matrix back to the host, {into}",
 }
 WORDS = {
     "fp64": "float64", "fp32": "float32",
     "to_gpu": "to the GPU", "to_host": "back to the host",
     "fused": "one ElementwiseKernel", "unfused": "three CuPy operators",
     "from_dlpack": "`torch.from_dlpack` (no copy)", "copy": "copied first",
+    "fresh": "into a new array", "pageable": "into a pageable array made once",
+    "pinned": "into a pinned array made once",
 }
 
 cp = snippet.cp
@@ -176,3 +179,20 @@ def bench_exchange(benchmark, how):
 
     benchmark.extra_info.update(how=how, bytes=x.nbytes)
     benchmark.pedantic(exchange, setup=torch.cuda.synchronize, rounds=50, warmup_rounds=2)
+
+
+@pytest.mark.parametrize("into", ["fresh", "pageable", "pinned"])
+def bench_to_host(benchmark, matrices, into):
+    """The seed's fp64 matrix (2 GB) back to the host: `cp.asnumpy` into a new array
+    ("fresh": host allocation and first-touch page faults, then the pageable copy) against
+    copies into a host array made once, pageable or pinned (the copy alone)."""
+    on_gpu, _ = matrices("fp64")
+    benchmark.extra_info.update(bytes=on_gpu.nbytes, direction="to_host", into=into, n=N)
+    if into == "fresh":
+        benchmark.pedantic(snippet.to_host_fresh, args=(on_gpu,), rounds=3, warmup_rounds=0)
+    else:
+        out = snippet.host_array_like(on_gpu, pinned=into == "pinned")
+        benchmark.pedantic(snippet.to_host_into, args=(on_gpu, out), rounds=3,
+                           warmup_rounds=1)
+        del out
+        cp.get_default_pinned_memory_pool().free_all_blocks()

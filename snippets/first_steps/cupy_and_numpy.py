@@ -39,6 +39,27 @@ except TypeError as err:
 # --8<-- [end:moving]
 
 
+# --8<-- [start:to_host]
+def host_array_like(a, pinned):
+    """A host array for copies of `a`, made once and reused; its pages are touched."""
+    import cupyx  # cupyx.empty_pinned is np.empty in page-locked memory
+
+    out = (cupyx.empty_pinned if pinned else np.empty)(a.shape, dtype=a.dtype)
+    out.fill(0)  # the OS maps a page at its first write: now, not during a copy
+    return out
+
+
+def to_host_fresh(a):
+    """cp.asnumpy(a) allocates a new host array, then copies into it: every call."""
+    return cp.asnumpy(a)
+
+
+def to_host_into(a, out):
+    """Only the copy: into a host array allocated once (pageable or pinned)."""
+    return cp.asnumpy(a, out=out)
+# --8<-- [end:to_host]
+
+
 # --8<-- [start:matmul]
 def random_matrix(n, dtype, seed=0):
     """The seed's matrix (uniform in [0, 1)), generated on the GPU in `dtype`."""
