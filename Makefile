@@ -76,6 +76,9 @@ timings-report: $(VENV)/.docs ## How the kept runs agree: runs per GPU, benchmar
 notebooks: ## Regenerate notebooks/ from the pages; commit them (`make test` and the build check them)
 	python3 -m fieldguide.notebooks
 
+new-page: ## Scaffold a page: make new-page CHAPTER=data_movement TOPIC=caching_allocator
+	python3 -m fieldguide.scaffold "$(CHAPTER)" "$(TOPIC)"
+
 lock: $(VENV)/.docs ## Re-pin requirements/*.txt from pyproject.toml
 	$(PY) -m pip install -q pip-tools
 	$(PY) -m piptools compile -q --strip-extras --no-emit-index-url --no-emit-find-links \
