@@ -236,6 +236,8 @@ def test_a_freed_pinned_block_waits_for_the_copies_that_read_it(snippet):
 
 
 def test_fresh_pinning_costs_far_more_than_a_cached_block(snippet):
+    import statistics
+
     import torch
 
     pageable = torch.ones(256 * MiB, dtype=torch.uint8)
@@ -249,7 +251,8 @@ def test_fresh_pinning_costs_far_more_than_a_cached_block(snippet):
         assert not fresh, "the block freed a moment ago should be handed back"
         cached_runs.append(seconds)
     _empty_host_cache()
-    assert min(fresh_runs) > 3 * max(cached_runs), (fresh_runs, cached_runs)
+    assert statistics.median(fresh_runs) > 3 * statistics.median(cached_runs), (
+        fresh_runs, cached_runs)
 
 
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
