@@ -11,11 +11,12 @@ One naming rule runs from page to JSON key, so the topic must be new across all 
     benchmarks/bench_<topic>.py            a benchmark (and its label) that `make timings` runs
     docs/<chapter-kebab>/<topic-kebab>.md  the page: what you will learn, the section, a summary
     mkdocs.yml nav                         under the chapter's section, or a new section
+    docs/cheat-sheet.md                    a placeholder rule linking the page's summary
     notebooks/<chapter-kebab>/<topic-kebab>.ipynb   generated from the page (make notebooks)
 
 Nothing is written unless everything can be: an invalid name or any existing file is refused
 with one line on stderr and exit status 2. A chapter listed in `draft_docs` gets no nav entry
-(its pages join the nav when the chapter leaves that list). Standard library only.
+and no rule (its pages join the nav when the chapter leaves that list). Standard library only.
 """
 
 from __future__ import annotations
@@ -236,6 +237,22 @@ def add_to_nav(config: str, names: Names) -> str:
     return "".join(lines)
 
 
+def add_to_cheat_sheet(text: str, names: Names) -> str:
+    """docs/cheat-sheet.md with a placeholder rule linking the page, in its chapter's section."""
+    rule = ["- Replace with the one-line rule this page teaches.\n",
+            f"  [{names.title}]({names.page}#summary)\n"]
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    headings = [i for i, line in enumerate(lines) if line.startswith("## ")] + [len(lines)]
+    for start, end in zip(headings, headings[1:], strict=False):
+        if any(f"]({names.chapter_kebab}/" in line for line in lines[start:end]):
+            last = max(i for i in range(start, end) if lines[i].strip())
+            lines[last + 1:last + 1] = rule
+            return "".join(lines)
+    return "".join(lines).rstrip("\n") + f"\n\n## {names.chapter_title}\n\n" + "".join(rule)
+
+
 # --- Create ----------------------------------------------------------------------------------------
 
 def plan(root: Path, names: Names) -> dict[str, str]:
@@ -276,11 +293,16 @@ def create(root: Path, names: Names) -> list[str]:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
         done.append(f"created {path}")
+    cheat_sheet = root / "docs" / "cheat-sheet.md"
     if draft:
         done.append(f"no nav entry: {names.chapter_kebab}/ is in draft_docs until it is measured")
     else:
         config_file.write_text(new_config, encoding="utf-8")
         done.append(f"added {names.page} to the nav in mkdocs.yml")
+        if cheat_sheet.is_file():
+            cheat_sheet.write_text(add_to_cheat_sheet(cheat_sheet.read_text(encoding="utf-8"), names),
+                                   encoding="utf-8")
+            done.append("added a placeholder rule for it to docs/cheat-sheet.md")
     repo = notebooks.Repo.from_mkdocs_yml(root)
     notebook = notebooks.notebook_path(names.page)
     (root / notebook).parent.mkdir(parents=True, exist_ok=True)

@@ -76,6 +76,9 @@ def test_it_creates_each_file_with_the_conventions(repo):
     nav = (copy / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
     assert "  - Memory tricks:\n      - memory-tricks/tiny-kernels.md\n" in nav
     assert nav.index("Memory tricks") < nav.index("Reference"), "a new chapter goes after the last one"
+    cheat_sheet = (copy / "docs" / "cheat-sheet.md").read_text()
+    assert cheat_sheet.endswith("## Memory tricks\n\n- Replace with the one-line rule this page teaches.\n"
+                                "  [Tiny kernels](memory-tricks/tiny-kernels.md#summary)\n")
 
 
 def test_the_new_snippet_runs(repo):
@@ -92,8 +95,8 @@ def test_the_new_files_pass_lint_and_the_page_and_site_tests(repo):
     assert lint.returncode == 0, lint.stdout
     # the page's own test, and every site check that names the new page, snippet or benchmark
     tests = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", "-m", "not browser",
-                 "-k", "(tiny_kernels or tiny-kernels or match_their_pages or links_resolve) "
-                       "and not last_update",
+                 "-k", "(tiny_kernels or tiny-kernels or match_their_pages or links_resolve "
+                       "or every_rule_links or cheat_sheet_links_every) and not last_update",
                  NAMES.test, "tests/site", "tests/tooling/test_labels.py"], copy)
     assert tests.returncode == 0, tests.stdout[-6000:]
     passed = re.findall(r"^PASSED \S+::(\w+)", tests.stdout, re.M)
@@ -102,7 +105,7 @@ def test_the_new_files_pass_lint_and_the_page_and_site_tests(repo):
                   "test_copied_code_runs", "test_notebook_runs", "test_notebooks_match_their_pages",
                   "test_links_resolve_to_tracked_files",
                   "test_every_chapter_page_opens_with_what_you_will_learn",
-                  "test_every_chapter_page_has_a_summary",
+                  "test_every_chapter_page_has_a_summary", "test_the_cheat_sheet_links_every_chapter_page",
                   "test_labels_are_literals_naming_existing_benchmarks"):
         assert check in passed, f"{check} did not run for the new page"
 
