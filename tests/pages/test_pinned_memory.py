@@ -286,19 +286,19 @@ def test_small_copies_cost_about_the_same_in_every_run(measured):
             assert max(small) < 2 * min(small), (run, kind, small)
 
 
-def test_pinning_costs_more_than_the_copy_it_enables_in_every_run(measured):
+def test_re_pinning_a_cached_block_costs_more_than_the_copy_it_enables_in_every_run(measured):
     for run in measured("pinned_memory.pin[256MiB]", "pinned_memory.copy[h2d-pinned-256MiB]"):
         assert run.value("pinned_memory.pin[256MiB]") > run.value(
             "pinned_memory.copy[h2d-pinned-256MiB]"), run
 
 
-def test_only_pinned_non_blocking_returns_early_in_every_run(measured):
+def test_on_an_idle_gpu_only_pinned_non_blocking_returns_early_at_64MiB_in_every_run(measured):
     names = [f"pinned_memory.return[{k}-{m}]" for k in ("pinned", "pageable")
              for m in ("blocking", "non_blocking")]
     for run in measured(*names):
         assert run.value("pinned_memory.return[pinned-non_blocking]") < 0.1 * run.value(
             "pinned_memory.return[pinned-blocking]"), run
-        # 64 MiB from pageable memory: non_blocking still waits (large copies are not staged)
+        # 64 MiB from pageable memory: non_blocking still waits (too large to be staged at once)
         assert run.value("pinned_memory.return[pageable-non_blocking]") > 0.5 * run.value(
             "pinned_memory.return[pageable-blocking]"), run
 
