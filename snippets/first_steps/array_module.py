@@ -21,8 +21,8 @@ def get_array_module(x):
 
 def softmax(x, axis=-1):
     """A numerically stable softmax, computed where `x` lives: no host<->GPU copy."""
-    xp = get_array_module(x)  # numpy for a NumPy array, cupy for a CuPy array
-    shifted = x - x.max(axis=axis, keepdims=True)  # exp() of large values overflows
+    xp = get_array_module(x)  # (1)!
+    shifted = x - x.max(axis=axis, keepdims=True)  # (2)!
     e = xp.exp(shifted)
     return e / e.sum(axis=axis, keepdims=True)
 

@@ -1,0 +1,48 @@
+"""Fixtures shared across the test folders (test scaffolding, never shown on a page)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fieldguide import ROOT
+
+
+@dataclass
+class Build:
+    dir: Path           # the built site
+    returncode: int     # of `mkdocs build --strict`: non-zero when it logged a warning
+    log: str            # its stderr
+
+
+@pytest.fixture(scope="session")
+def site_build(tmp_path_factory) -> Build:
+    """The real site, built once per session with `mkdocs build --strict`, as a local build.
+
+    SITE_URL is removed from the environment: CI and `make serve` build without it, and the
+    tests check what such a build writes (no canonical address, for one). A strict build that
+    aborts on a warning has still written every page, so the tests that read pages run anyway;
+    tests/site/test_built_site.py fails on the warning itself.
+    """
+    pytest.importorskip("mkdocs")
+    out = tmp_path_factory.mktemp("built-site")
+    env = {key: value for key, value in os.environ.items() if key != "SITE_URL"}
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**env, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    return Build(dir=out, returncode=build.returncode, log=build.stderr)
+
+
+@pytest.fixture(scope="session")
+def built_site(site_build) -> Path:
+    """The directory of the built site; fails where the build wrote no home page."""
+    if not (site_build.dir / "index.html").is_file():
+        pytest.fail(f"mkdocs build wrote no site:\n{site_build.log[-4000:]}", pytrace=False)
+    return site_build.dir
