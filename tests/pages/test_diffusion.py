@@ -15,7 +15,8 @@ GPU_SNIPPET = pytest.mark.snippet("snippets/case_studies/diffusion_gpu.py")
 
 STEPS = 100
 # The page's bounds, used by its prose (timing-bound), the live GPU test and the measured data.
-CLAIMS = {"fastest_share_of_copy": 0.75, "original_share_of_copy": 0.1}
+CLAIMS = {"fastest_share_of_copy": 0.75, "original_share_of_copy": 0.1,
+          "quarter_grid_time_ratio": 1.5}
 
 
 def seed_start():
@@ -205,3 +206,20 @@ def test_graphs_remove_launch_overhead_on_the_small_grid_in_every_run(measured):
     names = ("diffusion.step[cupy_graph-640]", "diffusion.step[cupy_kernel-640]")
     for run in measured(*names):
         assert run.value(names[0], "per_op") < 0.5 * run.value(names[1], "per_op"), run
+
+
+def test_a_quarter_of_the_cells_takes_as_long_in_a_graph_in_every_run(measured):
+    # 320 x 320 is 60 thread blocks, 640 x 640 is 200: both one pass of 16 rows per thread
+    names = ("diffusion.step[cupy_graph-320]", "diffusion.step[cupy_graph-640]")
+    for run in measured(*names):
+        small, larger = (run.value(name, "per_op") for name in names)
+        assert larger < CLAIMS["quarter_grid_time_ratio"] * small, (run, small, larger)
+
+
+def test_graphed_kernel_beats_the_copy_while_its_buffers_fit_in_l2_in_every_run(measured):
+    # 1280 x 1280: two 6.6 MB buffers stay in the 50 MiB L2; 2560 x 2560: two 26 MB ones do not
+    names = ("diffusion.step[cupy_graph-1280]", "diffusion.step[cupy_graph-2560]",
+             "diffusion.copy_ceiling[4096]")
+    for run in measured(*names):
+        in_l2, beyond, copy = (run.value(name, "bandwidth_gbs") for name in names)
+        assert in_l2 > copy > beyond, (run, in_l2, copy, beyond)
