@@ -139,3 +139,18 @@ def test_notebook_runs(page, kernel, tmp_path):
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     printed = "".join(o.get("text", "") for o in outputs if o.get("name") == "stdout")
     assert "CUDA GPU" in printed, "the first cell says which GPU the notebook found"
+
+
+@pytest.mark.fresh_interpreter
+def test_a_deprecation_fails_a_notebook(kernel, tmp_path):
+    """IPython shows DeprecationWarnings from notebook code instead of raising them; the kernel's
+    -W flags make them errors, as in the rest of the suite."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import warnings\n\n\ndef old():\n"
+        "    warnings.warn('old API', DeprecationWarning, stacklevel=2)\n\n\nold()\n")])
+    path = tmp_path / "deprecated.ipynb"
+    nbformat.write(notebook, path)
+    with pytest.raises(nbclient.exceptions.CellExecutionError, match="DeprecationWarning"):
+        _run(path, kernel, tmp_path)
