@@ -1,9 +1,12 @@
-"""The built site in headless Chromium: pages load cleanly, search finds pages, copy copies code.
+"""The built site in headless Chromium: pages load cleanly at desktop and phone width, reach
+nothing off the site, show code at a readable size, draw their diagrams; search finds pages and API
+names; copy copies code.
 
-The site is built with `mkdocs build --strict` into a temporary directory and served over HTTP on
-127.0.0.1 (not file://, so the search worker and the clipboard behave as on the real site). Pages
-are discovered from the build, never listed here. Chromium is Debian's (`make browser`); Playwright
-drives it through `executable_path` and never downloads a browser of its own.
+The site is built once per session (`built_site`, tests/conftest.py) and served over HTTP on
+127.0.0.1 (not file://, so the search worker and the clipboard behave as on the real site). Every
+request that leaves that server is aborted and recorded: the site promises to work offline. Pages
+are discovered from the build, never listed here. Chromium is Debian's (`make browser`);
+Playwright drives it through `executable_path` and never downloads a browser of its own.
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -43,11 +44,8 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 SKIP_DIRS = {"assets", "search"}  # built-in assets and the search index, not pages
 TAB_BATCH = 8                     # pages loaded side by side in test 1
 TIMEOUT_MS = 15_000
-
-# Material asks the GitHub API for the repository's stars, forks and latest release; the network
-# is closed here, so the browser gets a canned answer instead of a failed request.
-GITHUB_API = "https://api.github.com/"
-GITHUB_FACTS = '{"stargazers_count": 0, "forks_count": 0, "tag_name": "v0.0.0"}'
+VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+MIN_CODE_PX = 13                  # code is the text readers copy: no smaller than this
 
 
 def _in_ci() -> bool:
@@ -83,15 +81,22 @@ class BuiltPage:
     url: str                        # absolute URL on the test server
     h1: str                         # the page title as shown, without the permalink mark
     code: list[str] = field(default_factory=list, repr=False)  # every `pre > code`, in order
+    diagrams: int = 0               # Mermaid diagrams: <pre class="mermaid"> in the HTML
+    text: str = field(default="", repr=False)  # the article's text, markup removed
 
 
 class _PageParser(HTMLParser):
-    """Collects the first <h1> (less its headerlink) and the text of every <code> inside a <pre>."""
+    """Collects the first <h1> (less its headerlink), the text of every <code> inside a <pre>
+    except Mermaid sources, and how many Mermaid diagrams there are."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.h1: str | None = None
         self.code: list[str] = []
+        self.diagrams = 0
+        self.text: list[str] = []
+        self._mermaid = False
+        self._article = False
         self._h1: list[str] | None = None
         self._code: list[str] | None = None
         self._pre = 0
@@ -99,16 +104,21 @@ class _PageParser(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         classes = (dict(attrs).get("class") or "").split()
+        self._article = self._article or tag == "article"
         if tag == "h1" and self.h1 is None:
             self._h1 = []
         elif tag == "a" and "headerlink" in classes:
             self._headerlink = True
         elif tag == "pre":
             self._pre += 1
-        elif tag == "code" and self._pre:
+            if "mermaid" in classes:
+                self.diagrams += 1
+                self._mermaid = True
+        elif tag == "code" and self._pre and not self._mermaid:
             self._code = []
 
     def handle_endtag(self, tag):
+        self._article = self._article and tag != "article"
         if tag == "h1" and self._h1 is not None:
             self.h1 = " ".join("".join(self._h1).split())
             self._h1 = None
@@ -116,6 +126,7 @@ class _PageParser(HTMLParser):
             self._headerlink = False
         elif tag == "pre" and self._pre:
             self._pre -= 1
+            self._mermaid = False
         elif tag == "code" and self._code is not None:
             self.code.append("".join(self._code))
             self._code = None
@@ -125,6 +136,8 @@ class _PageParser(HTMLParser):
             self._h1.append(data)
         if self._code is not None:
             self._code.append(data)
+        if self._article:
+            self.text.append(data)
 
 
 def _discover(site: Path, base_url: str) -> list[BuiltPage]:
@@ -137,7 +150,8 @@ def _discover(site: Path, base_url: str) -> list[BuiltPage]:
         parser.feed(index.read_text(encoding="utf-8"))
         path = "/".join(rel.parent.parts)
         url = f"{base_url}/{path}/" if path else f"{base_url}/"
-        pages.append(BuiltPage(url=url, h1=parser.h1 or "", code=parser.code))
+        pages.append(BuiltPage(url=url, h1=parser.h1 or "", code=parser.code,
+                               diagrams=parser.diagrams, text="".join(parser.text)))
     return pages
 
 
@@ -181,16 +195,8 @@ def chromium_path() -> str:
 
 
 @pytest.fixture(scope="session")
-def site(chromium_path, tmp_path_factory) -> Iterator[Site]:
-    out = tmp_path_factory.mktemp("site")
-    build = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-    )
-    if build.returncode != 0:
-        pytest.fail(f"mkdocs build --strict failed:\n{build.stderr[-4000:]}", pytrace=False)
-
+def site(chromium_path, built_site) -> Iterator[Site]:
+    out = built_site
     handler = functools.partial(_QuietHandler, directory=str(out))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, name="site-server", daemon=True)
@@ -221,51 +227,126 @@ def browser(chromium_path):
         browser.close()
 
 
+class OffSite(list):
+    """The requests that tried to leave the test server, as `page URL -> request URL`."""
+
+
+def _open_context(browser, site: Site, viewport: dict):
+    """A fresh context that reaches only the test server; anything else is aborted and recorded."""
+    context = browser.new_context(viewport=viewport)
+    context.set_default_timeout(TIMEOUT_MS)
+    off_site = OffSite()
+
+    def refuse(route):
+        frame = route.request.frame
+        try:
+            page = frame.url
+        except Exception:  # a worker's request has no frame
+            page = "?"
+        off_site.append(f"{page} -> {route.request.url}")
+        route.abort("blockedbyclient")
+
+    context.route(lambda url: not url.startswith(f"{site.url}/"), refuse)
+    return context, off_site
+
+
 @pytest.fixture
 def context(browser, site):
-    """A fresh browser context that reaches only the test server (and a canned GitHub API)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(TIMEOUT_MS)
-
-    def off_site(route):
-        if route.request.url.startswith(GITHUB_API):
-            route.fulfill(status=200, content_type="application/json", body=GITHUB_FACTS)
-        else:  # a page reaching out to the network: the failed request is a console error
-            route.abort("blockedbyclient")
-
-    context.route(lambda url: not url.startswith(f"{site.url}/"), off_site)
+    """A desktop-sized context that fails the test if any request leaves the site."""
+    context, off_site = _open_context(browser, site, VIEWPORTS["desktop"])
     yield context
     context.close()
+    assert not off_site, "requests that left the site:\n" + "\n".join(off_site)
 
 
 # --- Tests ---------------------------------------------------------------------------------------
 
 
+# What a page looks like once loaded, measured in the page. Code blocks scroll sideways on their
+# own (`pre > code` has overflow: auto), so only the page itself must not be wider than the window.
+PAGE_FACTS = """() => {
+    const root = document.documentElement;
+    const codes = [...document.querySelectorAll('.md-typeset pre > code')];
+    const sizes = codes.map(c => parseFloat(getComputedStyle(c).fontSize));
+    const wide = [...document.querySelectorAll('.md-content *')]
+        .filter(e => e.getBoundingClientRect().right > root.clientWidth + 1)
+        .filter(e => !e.closest('pre, .md-typeset__scrollwrap, .mermaid, .tabbed-labels'))
+        .slice(0, 3)
+        .map(e => `<${e.tagName.toLowerCase()} class="${e.className}">`);
+    return {
+        overflow: root.scrollWidth - root.clientWidth,
+        wide: wide,
+        codeBlocks: codes.length,
+        smallestCode: sizes.length ? Math.min(...sizes) : null,
+        diagrams: [...document.querySelectorAll('.mermaid')].map(
+            d => ({tag: d.tagName, height: d.getBoundingClientRect().height})),
+        mermaidLoaded: typeof mermaid !== 'undefined',
+    };
+}"""
+
+
+# Material replaces each <pre class="mermaid"> by a <div class="mermaid"> holding the drawing.
+DRAWN = """n => [...document.querySelectorAll('div.mermaid')]
+    .filter(d => d.getBoundingClientRect().height > 20).length >= n"""
+
+
+def _check_page(built: BuiltPage, facts: dict) -> list[str]:
+    found = []
+    if facts["overflow"] > 0:
+        found.append(f"the page is {facts['overflow']} px wider than the window; "
+                     f"sticking out: {facts['wide']}")
+    if facts["codeBlocks"] and facts["smallestCode"] < MIN_CODE_PX:
+        found.append(f"code at {facts['smallestCode']} px (at least {MIN_CODE_PX} px)")
+    if built.diagrams:
+        drawn = [d for d in facts["diagrams"] if d["tag"] == "DIV" and d["height"] > 20]
+        if len(drawn) != built.diagrams:
+            found.append(f"{built.diagrams} Mermaid diagrams in the HTML, {len(drawn)} drawn "
+                         f"({facts['diagrams']}; Mermaid loaded: {facts['mermaidLoaded']})")
+    return found
+
+
 @pytest.mark.browser
-def test_every_page_loads_without_errors(context, site):
+@pytest.mark.parametrize("viewport", list(VIEWPORTS), ids=list(VIEWPORTS))
+def test_every_page_loads_cleanly(browser, site, viewport):
+    """No console error, no request off the site, readable code, no sideways scrolling, diagrams."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    context, off_site = _open_context(browser, site, VIEWPORTS[viewport])
     problems: dict[str, list[str]] = {}
-    for start in range(0, len(site.pages), TAB_BATCH):
-        tabs = []
-        for built in site.pages[start:start + TAB_BATCH]:
-            errors = problems.setdefault(built.url, [])
-            page = context.new_page()
-            page.on(
-                "console",
-                lambda msg, errors=errors: msg.type == "error" and errors.append(
-                    f"console error: {msg.text} (at {msg.location.get('url') or '?'})"
-                ),
-            )
-            page.on("pageerror", lambda exc, errors=errors: errors.append(f"page error: {exc}"))
-            response = page.goto(built.url, wait_until="load")
-            if response is None or not response.ok:
-                errors.append(f"HTTP {response.status if response else 'no response'}")
-            tabs.append(page)
-        for page in tabs:  # the tabs go quiet side by side; late errors count too
-            page.wait_for_load_state("networkidle")
-            page.close()
+    try:
+        for start in range(0, len(site.pages), TAB_BATCH):
+            tabs = []
+            for built in site.pages[start:start + TAB_BATCH]:
+                errors = problems.setdefault(built.url, [])
+                page = context.new_page()
+                page.on(
+                    "console",
+                    lambda msg, errors=errors: msg.type == "error" and errors.append(
+                        f"console error: {msg.text} (at {msg.location.get('url') or '?'})"
+                    ),
+                )
+                page.on("pageerror", lambda exc, errors=errors: errors.append(f"page error: {exc}"))
+                response = page.goto(built.url, wait_until="load")
+                if response is None or not response.ok:
+                    errors.append(f"HTTP {response.status if response else 'no response'}")
+                tabs.append((built, page))
+            for built, page in tabs:  # the tabs go quiet side by side; late errors count too
+                page.wait_for_load_state("networkidle")
+                if built.diagrams:  # Material draws them after the page has loaded
+                    try:
+                        page.wait_for_function(DRAWN, arg=built.diagrams, timeout=TIMEOUT_MS)
+                    except PlaywrightTimeout:
+                        pass  # _check_page says what was drawn
+                problems[built.url] += _check_page(built, page.evaluate(PAGE_FACTS))
+                page.close()
+    finally:
+        context.close()
+    for request in off_site:
+        problems.setdefault(request.split(" -> ")[0], []).append(f"request off the site: {request}")
     report = [f"{url}\n    " + "\n    ".join(msgs) for url, msgs in problems.items() if msgs]
     if report:
-        pytest.fail("pages with errors:\n" + "\n".join(report), pytrace=False)
+        pytest.fail(f"at {viewport} width ({VIEWPORTS[viewport]['width']} px):\n" + "\n".join(report),
+                    pytrace=False)
 
 
 # lunr's English stop words of five letters or more: the index drops them, so never search one.
@@ -325,6 +406,49 @@ def test_search_finds_a_page_by_a_title_word(context, site):
             f"{target.url}; results: {shown or meta}",
             pytrace=False,
         )
+
+
+# API names readers type: dotted, CamelCase, snake_case. The search separator (mkdocs.yml) cuts
+# them into words, so each finds the pages that use it.
+API_QUERIES = ["autocast", "CUDAGraph", "get_device_properties", "torch.cuda.synchronize"]
+CONTRIBUTOR_PATHS = ("/contributing/", "/reference/")
+
+SEARCH_RESULTS = """() => [...document.querySelectorAll(
+    '.md-search-result__item a.md-search-result__link')].map(a => a.origin + a.pathname)"""
+
+
+def _search(page, site: Site, query: str) -> list[str]:
+    """Type `query` into the site's search box on the home page; the result pages, in order."""
+    page.goto(site.home.url, wait_until="load")
+    box = page.locator("input.md-search__input")
+    if not box.is_visible():  # narrow layouts hide the box behind the header's search button
+        page.locator('label.md-header__button[for="__search"]').click()
+    box.click()
+    box.press_sequentially(query)  # Material searches on key events, not on programmatic input
+    shown, waited = [], 0
+    while waited < TIMEOUT_MS:  # results arrive from a worker, query prefix by prefix
+        page.wait_for_timeout(300)
+        waited += 300
+        now = page.evaluate(SEARCH_RESULTS)
+        if now and now == shown:
+            break
+        shown = now
+    return list(dict.fromkeys(shown))
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("query", API_QUERIES)
+def test_search_finds_api_names(context, site, query):
+    users = {p.url for p in site.pages if query in p.text}
+    assert users, f"no page shows {query!r} any more: pick another API name to search for"
+    results = _search(context.new_page(), site, query)
+    assert results, f"searching {query!r} found nothing; pages that show it: {sorted(users)}"
+    assert results[0] in users, (
+        f"searching {query!r}: the first result {results[0]} does not show it; pages that do: "
+        f"{sorted(users)}; results: {results}"
+    )
+    contributor = [url for url in results if url.endswith(CONTRIBUTOR_PATHS)]
+    assert not contributor, f"contributor pages in a reader's search for {query!r}: {contributor}"
 
 
 # A line ending in `# (1)` or `# (1)!` carries a code annotation, which Material drops on copy.
