@@ -5,6 +5,7 @@ check modes agree; and `mkdocs build --strict` serves the notebook, links it, an
 is stale, missing or has no page.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -165,12 +166,17 @@ def test_write_then_check(project):
     assert "math.pi * r**2" in (project / "notebooks" / "demo" / "circles.ipynb").read_text()
 
 
+site_build = pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
+                                reason="the site build is not installed here (the docs extra)")
+
+
 def build(project):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=project,
                           env=env, capture_output=True, text=True, timeout=120)
 
 
+@site_build
 def test_the_site_serves_and_links_the_notebook(project):
     notebooks.write(project)
     result = build(project)
@@ -184,6 +190,7 @@ def test_the_site_serves_and_links_the_notebook(project):
     assert "Download notebook" not in (project / "site" / "index.html").read_text()
 
 
+@site_build
 @pytest.mark.parametrize("fault", ["stale", "missing", "orphan"])
 def test_the_strict_build_fails_on_a_notebook_out_of_step(project, fault):
     notebooks.write(project)
