@@ -14,7 +14,7 @@ PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
 .PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser clean \
-        notebooks new-page
+        notebooks new-page mermaid
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -78,6 +78,17 @@ notebooks: ## Regenerate notebooks/ from the pages; commit them (`make test` and
 
 new-page: ## Scaffold a page: make new-page CHAPTER=data_movement TOPIC=caching_allocator
 	python3 -m fieldguide.scaffold "$(CHAPTER)" "$(TOPIC)"
+
+# Mermaid draws the diagrams in the browser. The site works offline, so its MIT-licensed
+# dist/mermaid.min.js is committed under docs/assets/javascripts/ (overrides/main.html loads it on
+# pages with a diagram); this target replaces it with another version from the npm registry.
+MERMAID_VERSION ?= 11.17.2
+mermaid: ## Re-vendor Mermaid (MERMAID_VERSION=11.17.2) into docs/assets/javascripts/ with npm
+	@tmp=$$(mktemp -d) && cd $$tmp && npm pack -q mermaid@$(MERMAID_VERSION) >/dev/null && \
+	  tar -xzf mermaid-$(MERMAID_VERSION).tgz && \
+	  cp package/dist/mermaid.min.js $(CURDIR)/docs/assets/javascripts/mermaid.min.js && \
+	  cp package/LICENSE $(CURDIR)/docs/assets/javascripts/mermaid.LICENSE && \
+	  rm -rf $$tmp && echo "docs/assets/javascripts/mermaid.min.js: mermaid $(MERMAID_VERSION)"
 
 lock: $(VENV)/.docs ## Re-pin requirements/*.txt from pyproject.toml
 	$(PY) -m pip install -q pip-tools
