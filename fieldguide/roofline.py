@@ -5,29 +5,78 @@ moving `bytes` to and from memory. Its arithmetic intensity is I = flops / bytes
 the attainable rate is min(peak, bandwidth * I). Left of the ridge point I = peak / bandwidth a
 kernel is memory-bound; right of it, compute-bound.
 
-Everything here comes from timing records: the memory roof from a copy benchmark's
+Everything measured here comes from timing records: the memory roof from a copy benchmark's
 `bandwidth_gbs`, each compute roof from a benchmark's `flops` / median time, and a point for every
-benchmark whose `extra_info` holds both `flops` and `bytes`.
+benchmark whose `extra_info` holds both `flops` and `bytes`. Measured roofs are what the site's
+own benchmarks reached, so those benchmarks sit at 100% of them by construction; beside them the
+chart draws the vendor's datasheet peaks for the GPU (fieldguide/datasheets.toml, citations, not
+measurements) and the summary gives each measured ceiling and point as a share of them.
 """
 
 from __future__ import annotations
 
 import math
+import tomllib
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 
 from fieldguide.charts import PALETTE, THEMES, _svg, _themed  # charts selects the Agg backend
 from fieldguide.timings import Record, TimingError
 
+DATASHEETS = Path(__file__).with_name("datasheets.toml")
+
 
 @dataclass(frozen=True)
 class Roof:
-    """A compute ceiling: the rate one benchmark reached, in flop/s."""
+    """A compute ceiling: the rate one benchmark reached, in flop/s, on the GPU it ran on."""
 
     label: str
     flops_per_s: float
+    gpu: str | None = None
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """A vendor's peak figures for one product: cited, not measured."""
+
+    product: str
+    sources: tuple[tuple[str, str], ...]  # (title, URL)
+    memory_bytes_per_s: float
+    flops_per_s: dict[str, float] = field(default_factory=dict)  # precision label -> peak
+
+
+@cache
+def _datasheets(path: Path) -> dict[str, Datasheet]:
+    """GPU name (as the timing run records it) -> its datasheet."""
+    found = {}
+    for entry in tomllib.loads(path.read_text(encoding="utf-8"))["gpu"]:
+        sheet = Datasheet(entry["product"], tuple((x["title"], x["url"]) for x in entry["sources"]),
+                          float(entry["memory_bytes_per_s"]),
+                          {k: float(v) for k, v in entry["flops_per_s"].items()})
+        for name in entry["names"]:
+            found[name] = sheet
+    return found
+
+
+def datasheet_for(gpu: str | None, path: Path = DATASHEETS) -> Datasheet | None:
+    """The datasheet of a GPU by the name the timing run recorded, or None if none is kept."""
+    return _datasheets(path).get(gpu) if gpu else None
+
+
+def datasheet_of(roofs: list[Roof]) -> Datasheet | None:
+    """The datasheet of the one GPU all roofs were measured on; None if they disagree or none."""
+    gpus = {r.gpu for r in roofs}
+    return datasheet_for(gpus.pop()) if len(gpus) == 1 else None
+
+
+def gpu_of(bench) -> str | None:
+    """The GPU a benchmark's newest record was measured on, where the record says."""
+    runs = getattr(bench, "runs", None)
+    return runs[-1].fingerprint.get("gpu_name") if runs else None
 
 
 @dataclass(frozen=True)
@@ -86,7 +135,8 @@ def bandwidth_of(record: Record) -> float:
 def roof_of(record: Record) -> Roof:
     if "flops" not in record.extra:
         raise TimingError(f"benchmark {record.name!r} recorded no 'flops', which a compute roof needs")
-    return Roof(short_label(record), achieved(record.extra["flops"], record.stats["median"]))
+    return Roof(short_label(record), achieved(record.extra["flops"], record.stats["median"]),
+                gpu_of(record))
 
 
 def point_of(record: Record, series: str | None = None) -> Point | None:
@@ -119,8 +169,47 @@ def format_rate(flops_per_s: float) -> str:
     return f"{flops_per_s / 1e12:.3g} TFLOP/s" if flops_per_s >= 1e11 else f"{flops_per_s / 1e9:.3g} GFLOP/s"
 
 
-def summary_markdown(bandwidth: float, roofs: list[Roof], points: list[Point]) -> str:
-    """The ceilings in one line, and every point in a table (flop/byte, rate, share of its roof)."""
+def _percent(share: float) -> str:
+    return f"{share:.0%}" if share >= 0.1 else f"{share * 100:.2g}%"
+
+
+_AUTO = object()  # draw() and summary_markdown(): look the datasheet up from the roofs' GPU
+
+
+def datasheet_share(point: Point, roof: Roof, sheet: Datasheet) -> float | None:
+    """A point's rate over the datasheet roofline at its intensity, for its roof's precision."""
+    peak = sheet.flops_per_s.get(roof.label)
+    if peak is None:
+        return None
+    return point.flops_per_s / attainable(point.intensity, sheet.memory_bytes_per_s, peak)
+
+
+def datasheet_markdown(bandwidth: float, roofs: list[Roof], sheet: Datasheet) -> str:
+    """Each measured ceiling beside the datasheet's figure for it, and the share it reached."""
+    rows = ["| Ceiling | Measured | Datasheet | Measured / datasheet |", "|:--|--:|--:|--:|",
+            f"| memory | {bandwidth / 1e9:.4g} GB/s | {sheet.memory_bytes_per_s / 1e9:.4g} GB/s | "
+            f"{_percent(bandwidth / sheet.memory_bytes_per_s)} |"]
+    for r in roofs:
+        peak = sheet.flops_per_s.get(r.label)
+        if peak is not None:
+            rows.append(f"| {r.label} | {format_rate(r.flops_per_s)} | {format_rate(peak)} | "
+                        f"{_percent(r.flops_per_s / peak)} |")
+    links = ", ".join(f"[{title}]({url})" for title, url in sheet.sources)
+    note = (f"Datasheet: {sheet.product}, the vendor's peak figures without sparsity ({links}); "
+            "cited, not measured. The measured roofs are the rates this site's own benchmarks "
+            "reached, so those benchmarks sit at 100% of them; the datasheet says how far from "
+            "the hardware's peak that is.")
+    return note + "\n\n" + "\n".join(rows)
+
+
+def summary_markdown(bandwidth: float, roofs: list[Roof], points: list[Point],
+                     datasheet: Datasheet | None | object = _AUTO) -> str:
+    """The ceilings in one line, and every point in a table (flop/byte, rate, share of its roof).
+
+    Where the GPU has a datasheet (looked up from the roofs unless given), a second table sets
+    each measured ceiling beside its datasheet figure, and the points get an *Of datasheet* column.
+    """
+    sheet = datasheet_of(roofs) if datasheet is _AUTO else datasheet
     ceilings = "; ".join(
         f"{r.label} {format_rate(r.flops_per_s)} (ridge at {ridge(bandwidth, r.flops_per_s):.3g} flop/byte)"
         for r in roofs
@@ -128,17 +217,26 @@ def summary_markdown(bandwidth: float, roofs: list[Roof], points: list[Point]) -
     head = (f"Memory roof {bandwidth / 1e9:.4g} GB/s. Compute roofs: {ceilings}. "
             "*Of roof* is the point's rate over the roofline at its intensity, under the compute "
             "roof of its own precision where it names one and the highest roof otherwise.")
+    if sheet is not None:
+        head += " *Of datasheet* is the same share of the roofline drawn from the datasheet."
+    extra = " Of datasheet |" if sheet is not None else ""
     rows = [
-        "| Benchmark | flop/byte | Rate | Roof | Of roof | Roofline limit |",
-        "|:--|--:|--:|:--|--:|:--|",
+        f"| Benchmark | flop/byte | Rate | Roof | Of roof |{extra} Roofline limit |",
+        "|:--|--:|--:|:--|--:|" + ("--:|" if sheet is not None else "") + ":--|",
     ]
     for p in sorted(points, key=lambda p: (p.intensity, p.name)):
         roof = roof_for(p, roofs)
         share = p.flops_per_s / attainable(p.intensity, bandwidth, roof.flops_per_s)
-        percent = f"{share:.0%}" if share >= 0.1 else f"{share * 100:.2g}%"
+        cells = f"{p.roof or '–'} | {_percent(share)} |"
+        if sheet is not None:
+            of_sheet = datasheet_share(p, roof, sheet)
+            cells += f" {_percent(of_sheet) if of_sheet is not None else '–'} |"
         rows.append(f"| `{p.name}` | {p.intensity:.3g} | {format_rate(p.flops_per_s)} | "
-                    f"{p.roof or '–'} | {percent} | {bound(p.intensity, bandwidth, roof.flops_per_s)} |")
-    return head + "\n\n" + "\n".join(rows)
+                    f"{cells} {bound(p.intensity, bandwidth, roof.flops_per_s)} |")
+    table = head + "\n\n" + "\n".join(rows)
+    if sheet is not None:
+        table = datasheet_markdown(bandwidth, roofs, sheet) + "\n\n" + table
+    return table
 
 
 def _clusters(roofs: list[Roof]) -> list[list[Roof]]:
@@ -152,14 +250,42 @@ def _clusters(roofs: list[Roof]) -> list[list[Roof]]:
     return groups
 
 
+def _draw_cited(ax, fig, bandwidth: float, peaks: list[float], lo: float, hi: float,
+                labels: list, colors: dict[str, str], legend: str) -> None:
+    """The datasheet's roofs, dotted and fainter than the measured ones, and stopped short of
+    the measured roofs' labels so that no dotted line runs through their text."""
+    style = {"color": colors["text"], "linewidth": 1.1, "linestyle": ":", "alpha": 0.6}
+    ax.plot([lo, ridge(bandwidth, peaks[-1])], [bandwidth * lo, peaks[-1]], **style, label=legend)
+    fig.canvas.draw()  # lay the labels out, to know where they are
+    boxes = [t.get_window_extent() for t in labels]
+    for peak in peaks:
+        y = ax.transData.transform((hi, peak))[1]
+        crossed = [b for b in boxes if b.y0 - 3 <= y <= b.y1 + 3]
+        end = hi
+        if crossed:
+            end = ax.transData.inverted().transform((min(b.x0 for b in crossed) - 6, y))[0]
+        start = ridge(bandwidth, peak)
+        if end > start:
+            ax.plot([start, end], [peak, peak], **style)
+
+
 def draw(bandwidth: float, roofs: list[Roof], points: list[Point],
-         title: str | None = None) -> dict[str, str]:
-    """A log-log roofline with one compute roof per entry of `roofs`. Returns {"light", "dark"} SVGs."""
+         title: str | None = None, datasheet: Datasheet | None | object = _AUTO) -> dict[str, str]:
+    """A log-log roofline with one compute roof per entry of `roofs`. Returns {"light", "dark"} SVGs.
+
+    Where the GPU has a datasheet (looked up from the roofs unless given), its memory roof and
+    the compute roofs of the same precisions are drawn dotted beside the measured ones.
+    """
     if bandwidth <= 0 or not roofs:
         raise ValueError("a roofline needs a positive bandwidth and at least one compute roof")
     roofs = sorted(roofs, key=lambda r: r.flops_per_s)
-    peak = roofs[-1].flops_per_s
+    sheet = datasheet_of(roofs) if datasheet is _AUTO else datasheet
+    cited = [] if sheet is None else sorted(
+        {sheet.flops_per_s[r.label] for r in roofs if r.label in sheet.flops_per_s})
+    cited_bandwidth = sheet.memory_bytes_per_s if sheet is not None else None
+    peak = max([roofs[-1].flops_per_s, *cited])
     intensities = [p.intensity for p in points] + [ridge(bandwidth, r.flops_per_s) for r in roofs]
+    intensities += [ridge(cited_bandwidth, c) for c in cited]
     lo = 2 ** math.floor(math.log2(min(intensities) / 2))
     hi = 2 ** math.ceil(math.log2(max(intensities) * 4))
     groups: dict[str, list[Point]] = defaultdict(list)
@@ -181,7 +307,8 @@ def draw(bandwidth: float, roofs: list[Roof], points: list[Point],
                 ax.set_title(title, color=colors["text"])
             ax.grid(True, color=colors["grid"], linewidth=0.6)
             # The memory roof, up to the highest compute roof, labelled along its slope.
-            ax.plot([lo, ridge(bandwidth, peak)], [bandwidth * lo, peak], color=colors["text"],
+            top = roofs[-1].flops_per_s
+            ax.plot([lo, ridge(bandwidth, top)], [bandwidth * lo, top], color=colors["text"],
                     linewidth=1.6)
             fig.tight_layout()
             x0 = math.sqrt(lo * ridge(bandwidth, roofs[0].flops_per_s))
@@ -196,10 +323,14 @@ def draw(bandwidth: float, roofs: list[Roof], points: list[Point],
                 ax.plot([ridge(bandwidth, roof.flops_per_s), hi], [roof.flops_per_s] * 2,
                         color=colors["text"], linewidth=1.2,
                         linestyle="-" if k == len(roofs) - 1 else "--")
+            labels = []
             for cluster in _clusters(roofs):
                 text = " · ".join(f"{r.label} {format_rate(r.flops_per_s)}" for r in cluster)
-                ax.text(hi / 1.15, cluster[-1].flops_per_s * 1.08, text, ha="right", va="bottom",
-                        fontsize=9, color=colors["text"])
+                labels.append(ax.text(hi / 1.15, cluster[-1].flops_per_s * 1.08, text, ha="right",
+                                      va="bottom", fontsize=9, color=colors["text"]))
+            if cited:
+                _draw_cited(ax, fig, cited_bandwidth, cited, lo, hi, labels, colors,
+                            f"datasheet peaks ({sheet.product})")
             roof_labels = {r.label for r in roofs}
             for i, (group, members) in enumerate(sorted(groups.items())):
                 color = PALETTE[i % len(PALETTE)]

@@ -194,6 +194,61 @@ def test_roofline_draws_light_and_dark_svgs_and_a_table():
     assert "| `t.triad` | 0.167 | 0.5 TFLOP/s | – | 100% | memory |" in table
 
 
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_datasheets_name_the_gpus_the_timings_record_and_cite_their_sources():
+    from fieldguide import ROOT
+    from fieldguide.timings import all_timings
+
+    measured_gpus = {t.gpu for t in all_timings(ROOT / "timings")}
+    assert H100 in measured_gpus, measured_gpus  # the datasheet names the GPU as runs record it
+    sheet = roofline.datasheet_for(H100)
+    assert sheet is not None and "H100" in sheet.product
+    assert sheet.sources and all(url.startswith("https://") for _, url in sheet.sources)
+    assert sheet.memory_bytes_per_s == pytest.approx(3.35e12)
+    assert sheet.flops_per_s["fp32"] < sheet.flops_per_s["tf32"] < sheet.flops_per_s["bf16"]
+    assert roofline.datasheet_for("Fake GPU 9000") is None and roofline.datasheet_for(None) is None
+
+
+def test_roofline_sets_measured_ceilings_beside_the_datasheet():
+    roofs = [roofline.Roof("fp32", 50e12, H100), roofline.Roof("bf16", 700e12, H100)]
+    points = roofline.points_of([TRIAD, SMALL])
+    table = roofline.summary_markdown(3e12, roofs, points)
+    assert "| memory | 3000 GB/s | 3350 GB/s | 90% |" in table
+    assert "| fp32 | 50 TFLOP/s | 66.9 TFLOP/s | 75% |" in table
+    assert "| bf16 | 700 TFLOP/s | 989 TFLOP/s | 71% |" in table
+    assert "NVIDIA H100 SXM5 80 GB" in table and "cited, not measured" in table
+    # a point's share of the datasheet roofline: the triad is memory-bound, 0.5 / (3.35 / 6)
+    assert "| `t.triad` | 0.167 | 0.5 TFLOP/s | – | 100% | 90% | memory |" in table
+    svgs = roofline.draw(3e12, roofs, points)
+    assert all("datasheet peaks (NVIDIA H100 SXM5 80 GB)" in svg for svg in svgs.values())
+    # roofs measured on GPUs without a datasheet (or on two different GPUs) get none
+    assert roofline.datasheet_of([roofline.Roof("fp32", 1.0, "Fake GPU 9000")]) is None
+    assert roofline.datasheet_of([roofline.Roof("a", 1.0, H100), roofline.Roof("b", 1.0, "x")]) is None
+
+
+def test_roofs_know_the_gpu_they_were_measured_on():
+    assert roofline.roof_of(FP32).gpu == "Fake GPU 9000"
+
+
+def test_no_measured_ceiling_exceeds_its_datasheet_in_any_run(measured):
+    # a measurement above the cited peak would mean a wrong datasheet entry or a miscounted
+    # flops/bytes figure; a point above 100% of its datasheet roofline, the same
+    names = ["cpu_vs_gpu.copy"] + [f"cpu_vs_gpu.matmul[{p}]" for p in ("fp32", "tf32", "fp16", "bf16")]
+    checked = 0
+    for run in measured(*names):
+        sheet = roofline.datasheet_for(run.run.fingerprint.get("gpu_name"))
+        if sheet is None:
+            continue
+        checked += 1
+        assert run.value("cpu_vs_gpu.copy", "bandwidth_gbs") * 1e9 < sheet.memory_bytes_per_s, run
+        for name in names[1:]:
+            precision = name[name.index("[") + 1:-1]
+            assert run.value(name, "tflops") * 1e12 < sheet.flops_per_s[precision], (run, name)
+    assert checked, "no recorded run is of a GPU with a datasheet"
+
+
 def test_roofline_shortcode_renders_a_figure_and_its_numbers(tmp_path):
     pytest.importorskip("mkdocs")  # the renderer needs MkDocs, which GPU machines may lack
     from fieldguide import shortcodes
