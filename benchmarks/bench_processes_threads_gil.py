@@ -138,3 +138,39 @@ def bench_tiny_tasks(benchmark, request, how):
         args = (pool, snippet.cpu_bound, TINY)
         kwargs = {"chunksize": int(how.removeprefix("chunksize-"))}
     benchmark.pedantic(snippet.run_in_pool, args=args, kwargs=kwargs, rounds=5, warmup_rounds=1)
+
+
+def bench_speedup_interleaved(benchmark, request):
+    """The serial loop and the warm pool alternated pair by pair, so that drift in the host's
+    speed (turbo, other tenants) hits both alike. A round is one pair; which of the two runs
+    first alternates. extra_info: the median and quartiles of the per-pair speedups, and the
+    per-task time of the serial loop next to a single task timed inside the same pairs."""
+    import statistics
+    import time
+
+    pool = request.getfixturevalue("warm_pool")
+    describe(benchmark, tasks=len(TASKS), n=TASKS[0], start_method="spawn")
+    speedups, per_task, single = [], [], []
+
+    def seconds(fn, *args):
+        start = time.perf_counter()
+        fn(*args)
+        return time.perf_counter() - start
+
+    def pair():
+        serial_first = len(speedups) % 2 == 0
+        if serial_first:
+            serial = seconds(snippet.run_serial, snippet.cpu_bound, TASKS)
+        parallel = seconds(snippet.run_in_pool, pool, snippet.cpu_bound, TASKS)
+        if not serial_first:
+            serial = seconds(snippet.run_serial, snippet.cpu_bound, TASKS)
+        single.append(seconds(snippet.cpu_bound, TASKS[0]))
+        speedups.append(serial / parallel)
+        per_task.append(serial / len(TASKS))
+
+    benchmark.pedantic(pair, rounds=10, warmup_rounds=1)
+    q1, median, q3 = statistics.quantiles(speedups[1:], n=4)
+    benchmark.extra_info.update(
+        pairs=len(speedups) - 1, speedup_median=median, speedup_q1=q1, speedup_q3=q3,
+        serial_per_task_s=statistics.median(per_task[1:]),
+        single_task_s=statistics.median(single[1:]))
