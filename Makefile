@@ -13,7 +13,7 @@ PORT      ?= 8000
 PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -x"
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
-.PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser clean \
+.PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser gpu-wheels clean \
         notebooks new-page mermaid
 
 help: ## Show this help
@@ -97,6 +97,15 @@ lock: $(VENV)/.docs ## Re-pin requirements/*.txt from pyproject.toml
 	$(PY) -m piptools compile -q --strip-extras --no-emit-index-url --no-emit-find-links \
 	  --extra docs --extra test -o requirements/test.txt pyproject.toml
 	sed -i 's/^torch==\(.*\)+cpu$$/torch==\1/' requirements/test.txt  # the CPU build's local tag
+
+# The GPU machines are offline: the notebook tests' packages travel as wheels (.whl/ is ignored by
+# git). There: python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl and
+# PYTHONPATH=/tmp/site make test-gpu. Nothing is installed into the interpreter that measures.
+GPU_WHEEL_PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 any,--platform $(p))
+
+gpu-wheels: ## Download the notebook tests' packages as wheels into .whl/ for an offline GPU machine (Python 3.12)
+	python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+	  $(GPU_WHEEL_PLATFORMS) -d .whl nbclient nbformat ipykernel
 
 clean: ## Remove the virtual environment and build outputs
 	rm -rf $(VENV) site .pytest_cache .ruff_cache
