@@ -15,6 +15,8 @@ LABELS = {
     "first_batch": "First batch from a fresh loader, `num_workers={num_workers}`",
     "augment[dataloader]": "{items} images augmented one at a time, DataLoader with {num_workers} workers",
     "augment[gpu]": "{items} images augmented in whole batches on the GPU",
+    "worker_start": "First batch from a fresh loader, {num_workers} workers started by `{context}`",
+    "cuda_worker_memory": "GPU memory per spawned worker that uses CUDA, {num_workers} workers",
 }
 WORDS = {}
 
@@ -76,3 +78,56 @@ def bench_augment(benchmark, where):
                        warmup_rounds=1)
     benchmark.extra_info.update(where=where, items=len(images), ops=len(images),
                                 items_per_s=round(len(images) / statistics.median(durations[-rounds:])))
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def bench_worker_start(benchmark, context):
+    """A fresh loader of the CPU dataset with 2 workers started by `context`, to its first batch.
+
+    What spawn adds at start-up: each worker is a new interpreter that imports PyTorch and the
+    dataset's module. The page quotes first_batch_ms (up to the first batch; the benchmark's own
+    time also includes shutting the workers down).
+    """
+    from torch.utils.data import DataLoader
+
+    workers, waits = 2, []
+
+    def first_batch():
+        start = time.perf_counter()
+        loader = DataLoader(snippet.dataset, batch_size=32, num_workers=workers,
+                            multiprocessing_context=context)
+        next(iter(loader))
+        waits.append(time.perf_counter() - start)
+
+    benchmark.pedantic(first_batch, rounds=3, warmup_rounds=1)
+    benchmark.extra_info.update(context=context, num_workers=workers,
+                                first_batch_ms=round(statistics.median(waits[-3:]) * 1e3, 1))
+
+
+def bench_cuda_worker_memory(benchmark):
+    """Device memory that spawned workers using CUDA (GpuInWorker) take, per worker.
+
+    torch.cuda.mem_get_info counts the whole device, so the drop in free memory while two
+    persistent workers are alive, each having produced a batch, is their CUDA contexts plus what
+    their caching allocators hold. Quoted as context_bytes_per_worker.
+    """
+    import torch
+    from torch.utils.data import DataLoader
+
+    workers, per_worker = 2, []
+
+    def with_workers():
+        torch.cuda.synchronize()
+        free_before, _ = torch.cuda.mem_get_info()
+        loader = DataLoader(snippet.GpuInWorker(), batch_size=16, num_workers=workers,
+                            multiprocessing_context="spawn", persistent_workers=True)
+        batches = iter(loader)
+        for _ in range(workers):  # batches come from the workers in turn: both have run CUDA
+            next(batches)
+        free_during, _ = torch.cuda.mem_get_info()
+        per_worker.append((free_before - free_during) / workers)
+        del batches, loader  # shuts the workers down; their contexts go with them
+
+    benchmark.pedantic(with_workers, rounds=3, warmup_rounds=1)
+    benchmark.extra_info.update(num_workers=workers,
+                                context_bytes_per_worker=statistics.median(per_worker[-3:]))
