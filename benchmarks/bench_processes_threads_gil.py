@@ -33,6 +33,8 @@ LABELS = {
     "tiny_tasks[chunksize-250]": "{tasks} small tasks to {workers} processes, `chunksize=250`",
     "tiny_tasks[one-chunk-per-worker]":
         "{tasks} small tasks to {workers} processes, one chunk per worker",
+    "speedup_interleaved":
+        "{tasks} pure-Python tasks, serially and in a running pool of {workers}, alternated",
 }
 WORDS = {}
 

@@ -17,6 +17,7 @@ LABELS = {
     "synchronized": "Matrix product, synchronized before and after",
     "first_call": "Fresh interpreter: the first product and the ones after it",
     "cupyx_benchmark": "Matrix product through `cupyx.profiler.benchmark`",
+    "kernel_times": "100 sums of {input_bytes} through `kernel_times`, L2 cache {cache}",
 }
 WORDS = {}
 
