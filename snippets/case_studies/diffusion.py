@@ -1,4 +1,4 @@
-"""The 2-D diffusion (heat) equation on a periodic grid: the seed's NumPy and torch.roll versions,
+"""The 2-D diffusion (heat) equation on a periodic grid: the original NumPy and torch.roll versions,
 then steps that move fewer bytes and launch fewer kernels.
 
 Run it: python -m snippets.case_studies.diffusion
@@ -14,11 +14,11 @@ import numpy as np
 import torch
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-DT, D = 0.1, 1.0  # the seed's time step and diffusion coefficient (DT * D <= 1/4)
+DT, D = 0.1, 1.0  # the original time step and diffusion coefficient (DT * D <= 1/4)
 
 
 def initial_grid(shape):
-    """The seed's start, in float32 on the host: cold everywhere but one warm square."""
+    """The original start, in float32 on the host: cold everywhere but one warm square."""
     grid = np.zeros(shape, dtype=np.float32)
     low, high = int(shape[0] * 0.4), int(shape[0] * 0.5)
     grid[low:high, low:high] = 0.005
@@ -65,7 +65,7 @@ def run_numpy(grid, steps):
 
 # --8<-- [start:torch_seed]
 def laplacian(grid):
-    """The seed's PyTorch version: the NumPy code with torch.roll."""
+    """The original PyTorch version: the NumPy code with torch.roll."""
     return (torch.roll(grid, +1, 0) + torch.roll(grid, -1, 0)
             + torch.roll(grid, +1, 1) + torch.roll(grid, -1, 1) - 4 * grid)
 
@@ -129,7 +129,7 @@ def run_inplace(grid, spare, steps):
 # --8<-- [start:compiled]
 @torch.compile(dynamic=False, fullgraph=True)
 def evolve_compiled(grid):
-    """The seed's step, unchanged; TorchInductor fuses it into one kernel."""
+    """The original step, unchanged; TorchInductor fuses it into one kernel."""
     return evolve(grid, DT, D)
 
 

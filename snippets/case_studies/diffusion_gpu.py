@@ -64,7 +64,7 @@ def run_cupy(grid, spare, steps):
 
 # --8<-- [start:torch_graph]
 def capture_torch(grid, steps):
-    """Record `steps` of the seed's torch.roll step as one CUDA graph.
+    """Record `steps` of the original torch.roll step as one CUDA graph.
 
     Each replay runs all of them with a single launch and leaves the result in `grid`.
     """

@@ -62,7 +62,7 @@ def to_host_into(a, out):
 
 # --8<-- [start:matmul]
 def random_matrix(n, dtype, seed=0):
-    """The seed's matrix (uniform in [0, 1)), generated on the GPU in `dtype`."""
+    """The classic test matrix (uniform in [0, 1)), generated on the GPU in `dtype`."""
     cp.random.seed(seed)
     return cp.random.rand(n, n, dtype=dtype)
 
