@@ -119,49 +119,69 @@ class _Text(HTMLParser):
 
 
 LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+CODE_SPAN = re.compile(r"`([^`]+)`")         # may run across a line break
+SLOT = re.compile(r"\x00(\d+)\x00")
 
 
-def shown_text(markdown_line: str) -> list[str]:
-    """What a reader should see of one Markdown source line: the pieces, markup removed."""
-    line = markdown_line.strip()
-    if line.startswith("|"):
-        if set(line) <= set("|:- "):
-            return []                                   # a table's alignment row
-        return [p for cell in line.strip("|").split("|") for p in shown_text(cell)]
-    line = re.sub(r"^(#+|-|\d+\.|>)\s+", "", line)        # heading, list and quote markers
-    pieces = re.split(r"(`[^`]*`)", line)              # inline code keeps every character...
-    out = []
-    for piece in pieces:
-        if piece.startswith("`") and piece.endswith("`") and len(piece) > 1:
-            out.append(piece[1:-1].replace(";--8<--", "--8<--"))  # ...less snippets' escape
+def _strip_markup(line: str) -> str:
+    """A prose line (inline code already set aside) as the site shows it."""
+    line = re.sub(r"^(#+|-|\d+\.|>)\s+", "", line.strip())  # heading, list and quote markers
+    line = LINK.sub(r"\1", line)
+    return re.sub(r"\*\*|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)", "", line)
+
+
+def shown_text(markdown: str) -> list[str]:
+    """What a reader should see of some Markdown prose: one piece per line or table cell.
+
+    Inline code keeps every character (less the `;` of pymdownx.snippets' escape), even where
+    it runs across a line break; the rest loses its markup.
+    """
+    code: list[str] = []
+
+    def set_aside(match):
+        code.append(" ".join(match[1].replace(";--8<--", "--8<--").split()))
+        return f"\x00{len(code) - 1}\x00"
+
+    pieces = []
+    for line in CODE_SPAN.sub(set_aside, markdown).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("|"):
+            if set(stripped) <= set("|:- "):
+                continue                                # a table's alignment row
+            cells = stripped.strip("|").split("|")
         else:
-            piece = LINK.sub(r"\1", piece)
-            out.append(re.sub(r"\*\*|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)", "", piece))
-    text = " ".join("".join(out).split())
-    return [text] if text else []
+            cells = [stripped]
+        for cell in cells:
+            text = SLOT.sub(lambda m: code[int(m[1])], _strip_markup(cell))
+            if text := " ".join(text.split()):
+                pieces.append(text)
+    return pieces
 
 
-def shown_pieces(doc: str) -> list[tuple[str, str]]:
-    """(source line, what the page should show of it) for every line of docs/<doc>."""
+def shown_pieces(doc: str) -> list[str]:
+    """What the page should show of every line of docs/<doc>, in order."""
     lines = (DOCS / doc).read_text(encoding="utf-8").splitlines()
     if lines and lines[0] == "---":                     # front matter: not shown
         lines = lines[lines.index("---", 1) + 1:]
-    pieces, fenced = [], False
-    for line in lines:
+    pieces, prose, fenced = [], [], False
+    for line in lines + ["```"]:                        # a last fence flushes the prose
         if line.lstrip().startswith("```"):
+            if not fenced:
+                pieces += shown_text("\n".join(prose))
+                prose = []
             fenced = not fenced
         elif fenced:                                    # code: shown as it is
             if line.strip():
-                pieces.append((line, " ".join(line.split())))
+                pieces.append(" ".join(line.split()))
         elif not line.lstrip().startswith("<!--"):
-            pieces += [(line, piece) for piece in shown_text(line)]
+            prose.append(line)
     return pieces
 
 
 def test_the_contributing_page_shows_every_line_of_its_source(built_site):
     parser = _Text()
     parser.feed(page_html(built_site, "contributing.md"))
-    missing = [line for line, piece in shown_pieces("contributing.md") if piece not in parser.text]
+    missing = [piece for piece in shown_pieces("contributing.md") if piece not in parser.text]
     assert not missing, (
         "lines of docs/contributing.md missing from the built page (pymdownx.snippets swallows a "
         "line holding a section marker unless it is escaped as `;--8<--`):\n" + "\n".join(missing)
@@ -172,7 +192,8 @@ def test_shown_text_reads_markup_as_the_site_shows_it():
     assert shown_text("- Cut with `# ;--8<-- [start:name]`. **Name** them") == [
         "Cut with # --8<-- [start:name]. Name them"
     ]
-    assert shown_text("| `*` is a [wildcard](x.md) | *any* |") == ["* is a wildcard", "any"]
+    assert shown_text("| `*` is a [wildcard](x.md) | *any* `a|b` |") == ["* is a wildcard", "any a|b"]
+    assert shown_text("- `f(x,\n  y)` runs") == ["f(x, y) runs"]
 
 
 # --- The API reference ---------------------------------------------------------------------------
