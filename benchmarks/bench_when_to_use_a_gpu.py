@@ -23,11 +23,16 @@ LABELS = {
     "crossover": "`crossover()` over every {case} size, three ways each",
     "sequential": "Where a running sum of {elements} integers passes a threshold: {how}, {where}",
     "supported": "Whether int64 and complex64 matrix products run on the GPU",
+    "small_gpu_op_isolated": "`sin(x) * 2 + 1` on {elements} float32 values on the GPU, {mode}",
 }
 WORDS = {
     "GPU incl. transfers": "GPU, with transfers",
     "elementwise": "elementwise", "matmul": "matrix product",
     "loop": "Python loop", "vectorized": "vectorized", "cpu": "CPU", "gpu": "GPU",
+    "fresh": "alone in a new process",
+    "after-cpu": "right after a CPU operation on all threads",
+    "after-cpu-settled": "0.1 s after a CPU operation on all threads",
+    "after-cpu-passive": "right after a CPU operation, OpenMP threads not spinning",
 }
 
 VARIANTS = {"cpu": "CPU", "gpu-transfers": "GPU incl. transfers", "gpu-resident": "GPU, data resident"}
@@ -151,3 +156,60 @@ def bench_supported(benchmark):
     benchmark.extra_info.update(int64_matmul=words[verdicts["int64"][0]],
                                 int64_matmul_error=verdicts["int64"][1],
                                 complex64_matmul=words[verdicts["complex64"][0]])
+
+
+@pytest.mark.parametrize("mode", ["fresh", "after-cpu", "after-cpu-settled", "after-cpu-passive"])
+def bench_small_gpu_op_isolated(benchmark, mode):
+    """The gpu-resident elementwise op on 1024 elements, each round in a fresh interpreter.
+
+    Why the in-session sweep read 118 us where the op alone takes ~41 us. `fresh`: nothing else
+    in the process, no CPU thread pool ever started. `after-cpu`: each call right after a 16-thread
+    CPU op, as crossover() interleaves them. `after-cpu-settled`: the same with 0.1 s in between.
+    `after-cpu-passive`: right after, with OMP_WAIT_POLICY=PASSIVE (idle OpenMP threads sleep at
+    once instead of spinning). extra_info `gpu_op_s`: the median over rounds of each child's
+    median of 50 calls; compare with when_to_use_a_gpu.elementwise[gpu-resident-1024].
+    """
+    import os
+    import statistics
+    import subprocess
+    import sys
+    import textwrap
+
+    from fieldguide import ROOT
+
+    code = """
+        import statistics, sys, time
+        import torch
+        from snippets.foundations import when_to_use_a_gpu as s
+
+        mode, elements = sys.argv[1], int(sys.argv[2])
+        x = torch.rand(elements, device="cuda")
+        host = torch.rand(2**22)  # for a CPU op on all of PyTorch's threads
+        for _ in range(20):
+            s.resident(s.elementwise, x)
+        times = []
+        for _ in range(50):
+            if mode != "fresh":
+                s.elementwise(host)
+                if mode == "after-cpu-settled":
+                    time.sleep(0.1)  # far longer than OpenMP's spin-wait
+            s.sync()
+            start = time.perf_counter()
+            s.resident(s.elementwise, x)
+            times.append(time.perf_counter() - start)
+        print(statistics.median(times))
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if mode == "after-cpu-passive":
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    medians = []
+
+    def child():
+        args = [sys.executable, "-c", textwrap.dedent(code), mode.removesuffix("-passive"), "1024"]
+        out = subprocess.run(args, capture_output=True, text=True, check=True, env=env,
+                             cwd=ROOT).stdout
+        medians.append(float(out.split()[-1]))
+
+    benchmark.pedantic(child, rounds=3, warmup_rounds=0)
+    benchmark.extra_info.update(mode=mode, elements=1024, cpu_threads=torch.get_num_threads(),
+                                gpu_op_s=statistics.median(medians))
