@@ -185,6 +185,13 @@ measured `{bench}` ([How pages are made](../contributing.md)).
 ## Summary
 
 - Replace with what to take from this page.
+
+## References
+
+- Replace with the primary sources the page relies on, each with what it supports, e.g.
+  [CUDA semantics](https://docs.pytorch.org/docs/stable/notes/cuda.html), PyTorch documentation.
+- Replace with the next one, e.g. the
+  [CUDA Programming Guide](https://docs.nvidia.com/cuda/cuda-programming-guide/index.html).
 '''
 
 

@@ -354,3 +354,21 @@ def test_code_annotations_are_used_where_enabled(built_site):
     marker = re.compile(r'<span class="c1"># \(\d+\)!?</span>')
     used = [p for p in html_pages(built_site) if marker.search(p.read_text(encoding="utf-8"))]
     assert used, "content.code.annotate is enabled but no code block has an annotation marker"
+
+
+# --- Sources -------------------------------------------------------------------------------------
+
+CHAPTER_PAGES = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.glob("*/*.md"))
+
+
+@pytest.mark.parametrize("doc", CHAPTER_PAGES)
+def test_every_chapter_page_ends_with_its_references(doc):
+    text = (DOCS / doc).read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", text, re.M)
+    assert headings and headings[-1] == "References", (
+        f"{doc}: the last section is {headings[-1:]}, not '## References' with the primary sources "
+        "(PyTorch, CUDA, CuPy, Python documentation) the page relies on"
+    )
+    section = text[text.rindex("\n## References"):]
+    links = re.findall(r"\]\((https://[^)\s]+)\)", section)
+    assert len(links) >= 2, f"{doc}: its References link {links}"
