@@ -71,8 +71,8 @@ def kernel_times(fn, *args, repeats=100, flush_l2=False):
     l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
     scratch = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=device)
     fn(*args)  # warm-up: kernels loaded, memory allocated, clocks raised
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-             for _ in range(repeats)]
+    pairs = [[torch.cuda.Event(enable_timing=True) for _ in range(2)]
+             for _ in range(repeats)]  # a (start, end) pair per call
     sync()
     for _ in range(5):
         a @ b  # milliseconds of GPU work ahead of the first `start`
