@@ -94,6 +94,17 @@ async def one_after_another(count, delay):
 
 async def all_at_once(count, delay):
     return await asyncio.gather(*(fake_request(i, delay) for i in range(count)))
+
+
+def run_coroutine(coro):
+    """asyncio.run in a script; in a notebook, whose event loop is already running,
+    the same in a helper thread that has a loop of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 # --8<-- [end:asyncio]
 
 
@@ -156,8 +167,8 @@ if __name__ == "__main__":  # required: with spawn, every worker imports this fi
     print(f"np.sort, {len(arrays)} arrays: serial {t_sort:.2f} s, "
           f"threads {t_sort_threads:.2f} s")
 
-    _, t_one_by_one = timed(asyncio.run, one_after_another(10, 0.05))
-    _, t_gather = timed(asyncio.run, all_at_once(10, 0.05))
+    _, t_one_by_one = timed(run_coroutine, one_after_another(10, 0.05))
+    _, t_gather = timed(run_coroutine, all_at_once(10, 0.05))
     print(f"10 waits of 50 ms: one after another {t_one_by_one:.2f} s, "
           f"gathered {t_gather:.2f} s")
 

@@ -85,6 +85,15 @@ def test_gathered_waits_overlap():
     assert total < 0.5 * count * delay, f"{count} gathered waits of {delay} s took {total:.3f} s"
 
 
+def test_run_coroutine_works_in_a_script_and_inside_a_running_loop():
+    assert snippet.run_coroutine(snippet.all_at_once(3, 0.01)) == [0, 1, 2]
+
+    async def in_a_notebook():  # Jupyter runs cells inside an event loop
+        return snippet.run_coroutine(snippet.all_at_once(3, 0.01))
+
+    assert asyncio.run(in_a_notebook()) == [0, 1, 2]
+
+
 def test_awaiting_one_after_another_adds_up():
     delay, count = 0.02, 5
     results, total = snippet.timed(asyncio.run, snippet.one_after_another(count, delay))

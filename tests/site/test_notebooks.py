@@ -118,10 +118,7 @@ def _run(notebook_file, kernels, cwd):
 
 
 # Pages whose code cannot run in Jupyter yet, each with the reason; strict, so a fix shows.
-NOT_IN_JUPYTER = {
-    "foundations/processes-threads-gil.md": "its `main` section calls asyncio.run(), which raises "
-    "inside Jupyter's running event loop",
-}
+NOT_IN_JUPYTER: dict[str, str] = {}  # page -> why its notebook cannot run in Jupyter
 
 
 def _marks(page):
