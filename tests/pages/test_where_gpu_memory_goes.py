@@ -1,0 +1,186 @@
+"""Claims of docs/memory/where-gpu-memory-goes.md (the snippet needs CUDA: GPU tests, marked
+one by one, except the old names' warning and the checks of the recorded runs at the end)."""
+
+import re
+
+import pytest
+
+from fieldguide import ROOT
+from snippets.memory import where_gpu_memory_goes as module  # importable without a GPU
+
+on_gpu = pytest.mark.snippet("snippets/memory/where_gpu_memory_goes.py")
+MiB = 2**20
+
+
+@pytest.mark.parametrize(("old", "new"), [("memory_cached", "memory_reserved"),
+                                          ("max_memory_cached", "max_memory_reserved")])
+def test_the_old_names_warn_and_name_their_replacement(old, new):
+    import torch
+
+    with pytest.warns(FutureWarning, match=f"renamed to `torch.cuda.{new}`"):
+        getattr(torch.cuda, old)()
+
+
+@pytest.fixture
+def clean():
+    """Nothing cached from earlier tests, so reserved memory moves only with this test."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return module
+
+
+@on_gpu
+def test_del_frees_allocated_memory_and_empty_cache_gives_reserved_memory_back(clean):
+    seen = list(clean.allocate_delete_release(1024).values())
+    before, made, deleted, released = seen
+    assert made["allocated"] - before["allocated"] == 1024
+    assert made["reserved"] - before["reserved"] >= 1024
+    assert deleted["allocated"] == before["allocated"]        # del: no tensor holds it...
+    assert deleted["reserved"] == made["reserved"]            # ...but the cache keeps the block
+    assert deleted["used on the GPU"] >= made["used on the GPU"] - 1  # and the GPU sees it used
+    assert released["reserved"] <= before["reserved"]         # empty_cache: back to the driver
+    assert deleted["used on the GPU"] - released["used on the GPU"] >= 1000
+    assert made["peak allocated"] >= made["allocated"]
+
+
+@on_gpu
+def test_a_view_or_the_autograd_graph_keeps_deleted_memory_alive(clean):
+    held = clean.still_referenced(256)
+    assert held["a view of it"] == pytest.approx(256, abs=0.01)
+    assert held["the autograd graph"] == pytest.approx(256, abs=0.01)
+    assert held["after backward()"] < 0.01
+
+
+@on_gpu
+def test_a_running_total_of_losses_keeps_every_steps_graph(clean):
+    steps = 10
+    kept = clean.running_loss_growth(steps, keep_graph=True)
+    assert kept >= steps * 16, kept  # at least each step's 16 MiB input, kept by the graph
+    assert clean.running_loss_growth(steps, keep_graph=False) < 0.01
+
+
+@on_gpu
+def test_peak_counts_what_was_alive_at_once(clean):
+    assert clean.peak_mib(clean.two_temporaries, 512) == pytest.approx(1024, abs=0.01)
+
+
+@on_gpu
+def test_allocator_stats_name_real_counters(clean):
+    import torch
+
+    x = torch.empty(64 * MiB, dtype=torch.uint8, device=clean.device)
+    stats = clean.allocator_stats()
+    assert stats["bytes in live tensors"] >= 64 * MiB
+    assert stats["bytes the cache holds"] >= stats["bytes in live tensors"]
+    assert stats["cudaMalloc'd segments"] >= 1
+    keys = torch.cuda.memory_stats()
+    for key in ("allocated_bytes.all.current", "reserved_bytes.all.current",
+                "inactive_split_bytes.all.current", "segment.all.current", "num_alloc_retries",
+                "num_ooms"):
+        assert key in keys, key  # a renamed counter would read 0 on the page, silently
+    del x
+
+
+@on_gpu
+def test_nvidia_smi_lists_this_process_or_says_none(clean):
+    import torch
+
+    torch.zeros(1, device=clean.device)
+    listed = clean.nvidia_smi_mib()
+    if listed is None:
+        pytest.skip("nvidia-smi does not list this process (a PID namespace): the page says so")
+    assert listed >= torch.cuda.memory_reserved() / MiB
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return module.watch_fresh_process()
+
+
+@on_gpu
+def test_a_fresh_process_reports_in_order(fresh):
+    assert list(fresh) == ["context", "tensors", "matmul", "empty_cache"]
+
+
+@on_gpu
+def test_the_context_is_memory_pytorch_does_not_count(fresh):
+    context = fresh["context"]
+    assert context["allocated"] < 1 and context["reserved"] <= 2  # torch.zeros(1): one 2 MiB block
+    assert 50 <= module.not_pytorchs(context) <= 4096, context
+
+
+@on_gpu
+def test_a_cached_block_is_reserved_and_used_but_not_allocated(fresh):
+    tensors = fresh["tensors"]
+    assert tensors["allocated"] == pytest.approx(1024, abs=1)
+    assert tensors["reserved"] >= 1024 + 512
+    # what the process added to the GPU: its cache plus what PyTorch does not count
+    outside = module.not_pytorchs(tensors)
+    assert outside == pytest.approx(module.not_pytorchs(fresh["context"]), abs=64)
+    if tensors["nvidia-smi"] is not None:
+        assert tensors["nvidia-smi"] == pytest.approx(tensors["added to the GPU"], abs=64)
+
+
+@on_gpu
+def test_the_first_matrix_product_adds_memory_outside_pytorchs_cache(fresh):
+    assert module.not_pytorchs(fresh["matmul"]) > module.not_pytorchs(fresh["tensors"])
+
+
+@on_gpu
+def test_empty_cache_returns_the_cached_block_but_not_the_context(fresh):
+    before, after = fresh["matmul"], fresh["empty_cache"]
+    assert before["reserved"] - after["reserved"] >= 512
+    assert after["reserved"] >= after["allocated"]
+    assert before["added to the GPU"] - after["added to the GPU"] >= 500
+    assert module.not_pytorchs(after) == pytest.approx(module.not_pytorchs(before), abs=64)
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+CLAIMS = {}
+
+
+def draft_chapter(folder="memory/"):
+    """Whether mkdocs.yml's draft_docs still lists the chapter (written, not yet measured)."""
+    block = re.search(r"^draft_docs: \|\n((?:[ \t]+\S.*\n)+)",
+                      (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    return bool(block) and folder in block[1].split()
+
+
+@pytest.fixture
+def measured(measured):
+    """Every run that measured the names; while the chapter is a draft and no run has
+    measured them yet, a skip that says so (out of draft, a missing run fails)."""
+    def runs(*names):
+        try:
+            return measured(*names)
+        except pytest.fail.Exception:
+            if draft_chapter():
+                pytest.skip("docs/memory/ is a draft (mkdocs.yml draft_docs): not measured yet")
+            raise
+
+    return runs
+
+
+FRESH = "where_gpu_memory_goes.fresh_process"
+
+
+def test_the_table_adds_up_in_every_run(measured):
+    for run in measured(FRESH):
+        value = {field: run.value(FRESH, field) for field in (
+            "tensors_allocated_bytes", "tensors_reserved_bytes", "context_outside_bytes",
+            "tensors_added_bytes", "empty_cache_reserved_bytes", "matmul_reserved_bytes",
+            "nvidia_smi_lists_the_process", "tensors_nvidia_smi_bytes")}
+        assert abs(value["tensors_allocated_bytes"] - 1024 * MiB) < MiB, run  # + torch.zeros(1)
+        assert value["tensors_reserved_bytes"] >= 1536 * MiB, run
+        assert value["context_outside_bytes"] > 0, run
+        assert value["tensors_added_bytes"] > value["tensors_reserved_bytes"], run
+        assert value["empty_cache_reserved_bytes"] < value["matmul_reserved_bytes"], run
+        if value["nvidia_smi_lists_the_process"] == "yes":
+            assert value["tensors_nvidia_smi_bytes"] >= value["tensors_reserved_bytes"], run
