@@ -1,0 +1,70 @@
+"""Benchmarks behind docs/memory/needing-less-memory.md.
+
+Budget on an H100: one 34M-parameter model of 16 blocks on 16384 tokens of width 512. A
+training step is ~0.1 s in float32; five kinds of step and three kinds of forward pass, 8
+rounds each after a warm-up: about 10 s.
+"""
+
+import pytest
+import torch
+
+from snippets.memory import needing_less_memory as snippet
+
+# The snippet runs on a CPU too, but these numbers are GPU memory: they need CUDA.
+pytestmark = [pytest.mark.snippet("snippets/memory/needing_less_memory.py"), pytest.mark.gpus(1)]
+
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "step": "Training step: {technique}",
+    "forward": "Forward pass only: {technique}",
+}
+WORDS = {"baseline": "float32, Adam (the baseline)", "checkpoint": "activation checkpointing",
+         "accumulate": "4 micro-batches of gradient accumulation",
+         "sgd": "plain SGD (no optimizer state)", "bf16": "bfloat16 weights and batch",
+         "grad": "autograd on", "no_grad": "`torch.no_grad()`",
+         "inference_mode": "`torch.inference_mode()`"}
+
+STEPS = {  # technique: keyword arguments of make(), micro-batches
+    "baseline": ({}, 1),
+    "checkpoint": ({"checkpointed": True}, 1),
+    "accumulate": ({}, 4),
+    "sgd": ({"optimizer": "sgd"}, 1),
+    "bf16": ({"dtype": torch.bfloat16}, 1),
+}
+MiB = 2**20
+
+
+def describe(benchmark, model, optimizer, x, technique, peak, start):
+    benchmark.extra_info.update(
+        technique=technique, tokens=snippet.TOKENS, width=snippet.WIDTH, blocks=snippet.BLOCKS,
+        dtype=str(x.dtype).removeprefix("torch."),
+        parameter_bytes=snippet.parameter_bytes(model),
+        optimizer_state_bytes=snippet.state_bytes(optimizer) if optimizer else 0,
+        allocated_before_bytes=start, peak_bytes=peak, peak_gib=peak / 2**30,
+        added_at_peak_bytes=peak - start,
+    )
+
+
+@pytest.mark.parametrize("technique", list(STEPS))
+def bench_step(gpu_benchmark, benchmark, technique):
+    """One training step (forward, backward, optimizer step, gradients dropped)."""
+    options, micro_batches = STEPS[technique]
+    model, optimizer, x = snippet.make(**options)
+    snippet.train_step(model, optimizer, x, micro_batches)  # creates the optimizer's state
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated()
+    peak = snippet.peak_bytes(snippet.train_step, model, optimizer, x, micro_batches)
+    describe(benchmark, model, optimizer, x, technique, peak, start)
+    benchmark.extra_info["micro_batches"] = micro_batches
+    gpu_benchmark(snippet.train_step, model, optimizer, x, micro_batches, rounds=8, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("mode", ["grad", "no_grad", "inference_mode"])
+def bench_forward(gpu_benchmark, benchmark, mode):
+    """One forward pass of the same model and batch, with and without autograd."""
+    model, _, x = snippet.make(optimizer="sgd")
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated()
+    peak = snippet.peak_bytes(snippet.predict, model, x, mode)
+    describe(benchmark, model, None, x, mode, peak, start)
+    gpu_benchmark(snippet.predict, model, x, mode, rounds=8, warmup_rounds=1)
