@@ -106,6 +106,7 @@ def render_roofline(code, build, page) -> str:
     svgs = roofline.draw(bandwidth, roofs, points, title=title)
     alt = title or "Roofline: measured memory and compute ceilings, with benchmarks placed beneath them"
     used = [bandwidth_bench, *peak_benches, *(b for b in point_benches if b.name in points_by_name)]
-    summary = roofline.summary_markdown(bandwidth, roofs, points)
+    names = {b.name: build.label(b) for b in point_benches if b.name in points_by_name}
+    summary = roofline.summary_markdown(bandwidth, roofs, points, names=names)
     gpu = build.timings(code.gpu).gpu
     return embed(build, svgs, alt, shortcodes.tag(used, gpu), summary, page.url)

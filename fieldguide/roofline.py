@@ -203,7 +203,8 @@ def datasheet_markdown(bandwidth: float, roofs: list[Roof], sheet: Datasheet) ->
 
 
 def summary_markdown(bandwidth: float, roofs: list[Roof], points: list[Point],
-                     datasheet: Datasheet | None | object = _AUTO) -> str:
+                     datasheet: Datasheet | None | object = _AUTO,
+                     names: dict[str, str] | None = None) -> str:
     """The ceilings in one line, and every point in a table (flop/byte, rate, share of its roof).
 
     Where the GPU has a datasheet (looked up from the roofs unless given), a second table sets
@@ -231,7 +232,8 @@ def summary_markdown(bandwidth: float, roofs: list[Roof], points: list[Point],
         if sheet is not None:
             of_sheet = datasheet_share(p, roof, sheet)
             cells += f" {_percent(of_sheet) if of_sheet is not None else '–'} |"
-        rows.append(f"| `{p.name}` | {p.intensity:.3g} | {format_rate(p.flops_per_s)} | "
+        shown = (names or {}).get(p.name, f"`{p.name}`")  # the benchmark's label where given
+        rows.append(f"| {shown} | {p.intensity:.3g} | {format_rate(p.flops_per_s)} | "
                     f"{cells} {bound(p.intensity, bandwidth, roof.flops_per_s)} |")
     table = head + "\n\n" + "\n".join(rows)
     if sheet is not None:

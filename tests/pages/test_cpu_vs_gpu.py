@@ -257,14 +257,17 @@ def test_roofline_shortcode_renders_a_figure_and_its_numbers(tmp_path):
     entries = [fake_benchmark(f"benchmarks/bench_t.py::bench_{b.name[2:]}", b.value("median"),
                               iqr=0.0, **b.extra) for b in (COPY, FP32, BF16, TRIAD, SMALL)]
     write_run(tmp_path / "timings", fake_run(entries))
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "bench_t.py").write_text(
+        'LABELS = {"triad": "Triad", "mm": "Small product", "copy": "Copy", "matmul": "Product"}\n')
     build = shortcodes.Build(tmp_path, "fake-gpu-9000")
     markdown = ("<!-- timing-roofline: t.copy t.matmul[fp32],t.matmul[bf16] points=t.*,t.triad "
                 "series=kind -->\n\n<!-- timing-roofline: t.copy t.matmul[fp8] points=t.* -->")
     out, page = build.render_page(markdown, "foundations/cpu-vs-gpu.md", "foundations/cpu-vs-gpu/")
     assert out.count('-light.svg#only-light"') == 1 and out.count('-dark.svg#only-dark"') == 1
     assert "Fake GPU 9000 · 1 run" in out and "Memory roof 3000 GB/s" in out
-    assert out.count("| `t.triad` |") == 1  # matched by two patterns, drawn once
-    assert "| `t.matmul[fp32]` |" not in out  # a roof without `bytes` is not a point
+    assert out.count("| Triad |") == 1  # matched by two patterns, drawn once; named by its label
+    assert "| Product |" not in out  # a roof without `bytes` is not a point
     assert "[timing unavailable: roofline]" in out
     assert len(page.problems) == 1 and "no benchmark 't.matmul[fp8]'" in page.problems[0]
 
