@@ -13,7 +13,7 @@ PORT      ?= 8000
 PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -x"
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
-.PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser gpu-wheels clean \
+.PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser slurm gpu-wheels clean \
         notebooks new-page mermaid
 
 help: ## Show this help
@@ -44,13 +44,26 @@ browser: ## Install Debian's chromium for the browser test, unless $CHROMIUM or 
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	fi
 
+# The Slurm test (tests/pages/test_many_machines.py) submits a page's batch script to a real
+# Slurm: slurmctld, slurmd and munged, started by the test as this user (tests/slurm/cluster.py).
+SLURM_BINS := slurmctld slurmd munged sbatch srun scontrol sinfo scancel
+slurm: ## Install Debian's Slurm (slurmctld, slurmd, slurm-client) and munge for the Slurm test, where missing
+	@export PATH="$$PATH:/usr/sbin:/sbin"; missing=""; \
+	for b in $(SLURM_BINS); do command -v $$b >/dev/null || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing slurmctld, slurmd, slurm-client and munge (apt-get): missing$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    slurmctld slurmd slurm-client munge >/dev/null; \
+	fi
+
 lint: $(VENV)/.test ## Ruff over the code, snippets and tests
 	$(PY) -m ruff check .
 
-test: $(VENV)/.test browser ## Set up and run everything CI runs: lint, tests (CPU + browser), strict build
+test: $(VENV)/.test browser slurm ## Set up and run everything CI runs: lint, tests (CPU + browser + Slurm), strict build
 	$(PY) -m ruff check .
 	$(PY) -m mkdocs build --strict
-	$(PY) -m pytest
+	FIELDGUIDE_REQUIRE_SLURM=1 $(PY) -m pytest   # Slurm is installed: a cluster that cannot start fails
 
 # The fresh-interpreter runs of every snippet, page and notebook time nothing: on a GPU machine
 # with pytest-xdist they run in parallel first; the claims, some of them speedups, run alone after.

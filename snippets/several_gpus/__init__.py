@@ -1,0 +1,1 @@
+"""Chapter: several GPUs (data parallel, sharded, model parallel; torchrun and Slurm)."""

@@ -1,0 +1,269 @@
+"""Claims of docs/several-gpus/ddp-with-torchrun.md, tested for real: two processes started by
+torchrun, with gloo on the CPU (CI) and with NCCL where there is a GPU for each (make test-gpu).
+
+This file is also the worker that torchrun starts for the per-rank checks (`python
+tests/pages/test_ddp_with_torchrun.py OUT_DIR` under torchrun): each rank runs the page's
+functions and writes what it saw to OUT_DIR/rank<N>.json, and the tests read those files.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "snippets/several_gpus/ddp_with_torchrun.py"
+TIMEOUT = 240  # seconds for one torchrun launch; a hang fails the test instead of CI
+
+pytestmark = pytest.mark.snippet("snippets/several_gpus/ddp_with_torchrun.py")
+
+
+def torchrun(*args, cwd, env=None):
+    """`python -m torch.distributed.run ARGS`: torchrun with this interpreter."""
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", *map(str, args)],
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def losses(stdout):
+    return [float(line.split("loss ")[1].split()[0]) for line in stdout.splitlines()
+            if line.startswith("epoch ")]
+
+
+# --- The page's script, started with the page's command ----------------------------------------
+
+PAGE = ROOT / "docs/several-gpus/ddp-with-torchrun.md"
+FENCE = re.compile(r'^```bash title="(?P<title>[^"]+)"\n(?P<body>.*?)^```\s*$', re.M | re.S)
+
+
+def page_command(title):
+    found = {m["title"]: m["body"] for m in FENCE.finditer(PAGE.read_text(encoding="utf-8"))}
+    return found[title]
+
+
+def run_page_command(workdir):
+    """The page's `torchrun ...` line in a folder holding the script as train.py; `torchrun`
+    there is this interpreter's (it is `python -m torch.distributed.run`)."""
+    bin_dir = workdir / "bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        launcher = bin_dir / "torchrun"
+        launcher.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m torch.distributed.run "$@"\n')
+        launcher.chmod(0o755)
+        shutil.copy(SCRIPT, workdir / "train.py")
+    env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
+    return subprocess.run(["bash", "-c", page_command("on one machine")], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The page's command: two processes, three epochs, a checkpoint every epoch."""
+    tmp = tmp_path_factory.mktemp("ddp")
+    result = run_page_command(tmp)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return tmp, result
+
+
+def test_script_trains_on_two_processes(trained):
+    _, result = trained
+    lines = [line for line in result.stdout.splitlines() if line.startswith("epoch ")]
+    assert len(lines) == 3, result.stdout  # printed once per epoch, by rank 0 only
+    assert all("2 process(es)" in line for line in lines)
+    backend = "nccl" if "cuda" in lines[0] else "gloo"
+    assert all(backend in line for line in lines)
+    first, *_, last = losses(result.stdout)
+    assert last < first
+
+
+def test_running_it_again_resumes_from_the_checkpoint(trained):
+    import torch
+
+    tmp, _ = trained
+    state = torch.load(tmp / "ckpt.pt", weights_only=True, map_location="cpu")
+    assert state["epoch"] == 2 and not (tmp / "ckpt.pt.tmp").exists()
+    assert not any(k.startswith("module.") for k in state["model"]), "saved without DDP's wrapper"
+    again = run_page_command(tmp)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed from ckpt.pt at epoch 3" in again.stdout
+    assert not [line for line in again.stdout.splitlines() if line.startswith("epoch ")]
+
+
+# --- What every rank sees (this file, started by torchrun) ---------------------------------------
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    """Run the per-rank checks below on two processes; one dict per rank."""
+    out = tmp_path_factory.mktemp("ddp-ranks")
+    result = torchrun("--standalone", "--nproc-per-node", 2, Path(__file__).resolve(), out, cwd=out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def test_gradients_are_equal_on_every_rank(ranks):
+    assert all(r["grads_equal_across_ranks"] for r in ranks)
+
+
+def test_gradients_equal_one_process_on_the_whole_batch(ranks):
+    assert all(r["grads_match_full_batch"] for r in ranks), [r["grad_max_diff"] for r in ranks]
+    assert all(r["grad_norm"] > 0 for r in ranks)  # not equal because both are zero
+
+
+def test_sampler_shards_are_disjoint_and_cover_the_data(ranks):
+    first = ranks[0]
+    assert first["shards_disjoint"] and first["shards_cover"]
+    assert first["shard_sizes"] == [first["dataset_size"] // 2] * 2
+
+
+def test_set_epoch_changes_the_order_and_every_rank_agrees(ranks):
+    first = ranks[0]
+    assert first["order_changes_with_epoch"]
+    assert first["same_epoch_same_order"]  # a second pass at the same epoch repeats itself
+    assert first["epoch1_still_disjoint"]
+
+
+def test_no_sync_accumulation_equals_the_big_batch(ranks):
+    assert all(r["accumulated_matches_big_batch"] for r in ranks), [r["accum_max_diff"] for r in ranks]
+
+
+def test_no_sync_talks_once_per_step(ranks):
+    for r in ranks:
+        # four batches per step: the buckets of one synchronized backward, not four times that
+        assert r["allreduce_calls_per_sync"] >= 1
+        assert r["allreduce_calls_accumulating"] == r["allreduce_calls_per_sync"]
+
+
+def test_checkpoint_from_rank_0_is_loaded_on_every_rank(ranks):
+    digests = {r["digest_after_load"] for r in ranks}
+    assert digests == {ranks[0]["digest_saved"]}
+    assert ranks[1]["digest_before_load"] != ranks[0]["digest_saved"]  # loading changed rank 1
+    assert all(r["next_epoch"] == 4 for r in ranks)
+    assert all(r["optimizer_steps_loaded"] == 1 for r in ranks)
+
+
+# --- The worker ----------------------------------------------------------------------------------
+
+def _flat_grads(model):
+    import torch
+
+    return torch.cat([p.grad.reshape(-1).float().cpu() for p in model.parameters()])
+
+
+def _digest(model):
+    import hashlib
+
+    h = hashlib.sha256()
+    for tensor in model.state_dict().values():
+        h.update(tensor.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def rank_checks(out_dir):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    from snippets.several_gpus import ddp_with_torchrun as ddp
+
+    device = ddp.start()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    on_gpu = device.type == "cuda"
+    tol = {"rtol": 3e-2, "atol": 1e-3} if on_gpu else {"rtol": 1e-5, "atol": 1e-6}  # bf16 on GPUs
+    seen = {}
+
+    def gather(value):
+        found = [None] * world
+        dist.all_gather_object(found, value)
+        return found
+
+    # Gradients: each rank one slice of a global batch; DDP averages them during backward
+    dataset = ddp.make_dataset(n=world * 16)
+    x, y = dataset.tensors
+    torch.manual_seed(0)
+    model = ddp.wrap(ddp.make_model(), device)
+    mine = slice(rank * 16, (rank + 1) * 16)
+    ddp.forward_backward(model, x[mine].to(device), y[mine].to(device))
+    grads = _flat_grads(model)
+    everyone = gather(grads)
+    seen["grads_equal_across_ranks"] = all(torch.equal(g, everyone[0]) for g in everyone)
+    torch.manual_seed(0)
+    alone = ddp.make_model().to(device)
+    ddp.forward_backward(alone, x.to(device), y.to(device))  # the whole batch in one process
+    reference = _flat_grads(alone)
+    seen["grads_match_full_batch"] = torch.allclose(grads, reference, **tol)
+    seen["grad_max_diff"] = (grads - reference).abs().max().item()
+    seen["grad_norm"] = grads.norm().item()
+
+    # DistributedSampler: disjoint shards that cover the dataset; set_epoch reshuffles
+    big = ddp.make_dataset(n=1000)
+    loader = ddp.make_loader(big, batch_size=50)
+    orders = {}
+    for epoch in (0, 1, 0):
+        loader.sampler.set_epoch(epoch)
+        orders.setdefault(epoch, []).append(gather(list(iter(loader.sampler))))
+    shards = orders[0][0]
+    seen["dataset_size"] = len(big)
+    seen["shard_sizes"] = [len(s) for s in shards]
+    seen["shards_disjoint"] = len(set().union(*shards)) == sum(len(s) for s in shards)
+    seen["shards_cover"] = set().union(*shards) == set(range(len(big)))
+    seen["order_changes_with_epoch"] = orders[1][0] != orders[0][0]
+    seen["same_epoch_same_order"] = orders[0][1] == orders[0][0]
+    seen["epoch1_still_disjoint"] = len(set().union(*orders[1][0])) == len(big)
+
+    # no_sync: four batches per rank, one optimizer step, equal to one step on the big batch
+    batch, accumulate = 8, 4
+    data = ddp.make_dataset(n=world * accumulate * batch, seed=1)
+    torch.manual_seed(0)
+    model = ddp.wrap(ddp.make_model(), device)
+    calls = {"n": 0}
+
+    def counting_hook(state, bucket):  # DDP's default all-reduce, counted
+        calls["n"] += 1
+        return default_hooks.allreduce_hook(None, bucket)
+
+    model.register_comm_hook(None, counting_hook)
+    ddp.forward_backward(model, *(t[:batch].to(device) for t in data.tensors))
+    seen["allreduce_calls_per_sync"] = calls["n"]
+    model.zero_grad(set_to_none=True)
+    calls["n"] = 0
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    ddp.train_epoch(model, ddp.make_loader(data, batch), optimizer, device, accumulate)
+    seen["allreduce_calls_accumulating"] = calls["n"]
+    torch.manual_seed(0)
+    alone = ddp.make_model().to(device)
+    ddp.forward_backward(alone, *(t.to(device) for t in data.tensors))
+    torch.optim.SGD(alone.parameters(), lr=0.05).step()
+    after = torch.cat([p.detach().reshape(-1).float() for p in model.module.parameters()])
+    expected = torch.cat([p.detach().reshape(-1).float() for p in alone.parameters()])
+    seen["accumulated_matches_big_batch"] = torch.allclose(after, expected, **tol)
+    seen["accum_max_diff"] = (after - expected).abs().max().item()
+
+    # Checkpoint: rank 0 writes after one step; every rank, changed on purpose, loads it
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ddp.train_epoch(model, ddp.make_loader(data, batch), optimizer, device, accumulate)
+    path = os.path.join(out_dir, "ckpt.pt")
+    ddp.save_checkpoint(path, model, optimizer, epoch=3)
+    seen["digest_saved"] = _digest(model.module)
+    with torch.no_grad():
+        for p in model.module.parameters():
+            p.add_(rank + 1.0)
+    seen["digest_before_load"] = _digest(model.module)
+    fresh = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    seen["next_epoch"] = ddp.load_checkpoint(path, model, fresh, device)
+    seen["digest_after_load"] = _digest(model.module)
+    seen["optimizer_steps_loaded"] = int(next(iter(fresh.state.values()))["step"])
+
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(seen, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    rank_checks(sys.argv[1])

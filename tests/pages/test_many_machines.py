@@ -1,0 +1,156 @@
+"""Claims of docs/several-gpus/many-machines.md: the page's own commands, run for real.
+
+- The block "on every machine", started twice on this host: two torchrun "nodes" that meet
+  through the c10d rendezvous over loopback (gloo on CPU processes; NCCL with one GPU per
+  "node" where the machine has two).
+- The block "train.sbatch", submitted with the overrides the page states ("how the tests submit
+  it") to a real Slurm: slurmctld, slurmd and munged on this machine (tests/slurm/cluster.py).
+
+Both run the page-3 training script, saved as train.py, as the page says.
+"""
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.slurm import cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs/several-gpus/many-machines.md"
+SCRIPT = ROOT / "snippets/several_gpus/ddp_with_torchrun.py"
+FENCE = re.compile(r'^```(?P<lang>\w+) title="(?P<title>[^"]+)"\n(?P<body>.*?)^```\s*$', re.M | re.S)
+TIMEOUT = 240  # seconds: a rendezvous that never completes fails the test instead of hanging CI
+
+pytestmark = pytest.mark.snippet("snippets/several_gpus/ddp_with_torchrun.py")
+
+
+def page_block(title: str) -> str:
+    found = {m["title"]: m["body"] for m in FENCE.finditer(PAGE.read_text(encoding="utf-8"))}
+    assert title in found, f"{PAGE.name} has no code block titled {title!r}"
+    return found[title]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A folder with the page-3 script as train.py, and `torchrun` for this interpreter first
+    on PATH (torchrun is `python -m torch.distributed.run`; this pins the interpreter)."""
+    shutil.copy(SCRIPT, tmp_path / "train.py")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "torchrun"
+    launcher.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m torch.distributed.run "$@"\n')
+    launcher.chmod(0o755)
+    return tmp_path
+
+
+def path_with(workdir: Path, path: str) -> str:
+    return os.pathsep.join([str(workdir / "bin"), path])
+
+
+def epoch_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("epoch ")]
+
+
+def test_the_page_states_its_blocks():
+    assert "--rdzv-backend c10d" in page_block("on every machine")
+    script = page_block("train.sbatch")
+    assert script.startswith("#!/bin/bash\n")
+    assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in script
+    assert "--ntasks-per-node=1" in script and "--gpus-per-node=" in script
+    assert "srun " in script and "--rdzv-id \"$SLURM_JOB_ID\"" in script
+
+
+# --- Two "nodes" on one machine ------------------------------------------------------------------
+
+def test_two_nodes_meet_over_loopback(workdir):
+    command = page_block("on every machine")
+    two_gpus = torch.cuda.device_count() >= 2
+    env = {**os.environ, "HEAD_NODE": "127.0.0.1", "HEAD_PORT": str(free_port()),
+           "GPUS_PER_NODE": "1", "JOB_ID": f"loopback-{os.getpid()}",
+           "PATH": path_with(workdir, os.environ.get("PATH", ""))}
+    nodes = []
+    for node in range(2):
+        node_env = {**env, "CUDA_VISIBLE_DEVICES": str(node)} if two_gpus else env
+        nodes.append(subprocess.Popen(["bash", "-c", command], cwd=workdir, env=node_env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True))
+    try:
+        outputs = [node.communicate(timeout=TIMEOUT) for node in nodes]
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(node.pid, signal.SIGKILL)
+                node.wait()
+    for node, (_, err) in zip(nodes, outputs, strict=True):
+        assert node.returncode == 0, err[-3000:]
+    printed = [epoch_lines(out) for out, _ in outputs]
+    # rank 0 printed three epochs, on whichever "node" the rendezvous made GROUP_RANK 0
+    assert sorted(len(lines) for lines in printed) == [0, 3], printed
+    lines = max(printed, key=len)
+    backend = "nccl" if two_gpus else "gloo"
+    assert all("2 process(es)" in line and backend in line for line in lines), lines
+    checkpoint = torch.load(workdir / "ckpt.pt", weights_only=True, map_location="cpu")
+    assert checkpoint["epoch"] == 2
+
+
+# --- Slurm ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def slurm():
+    """A running one-machine Slurm cluster. `make test` sets FIELDGUIDE_REQUIRE_SLURM=1 after
+    `make slurm` installed it, so there a cluster that cannot start is a failure, not a skip."""
+    stack = contextlib.ExitStack()
+    try:
+        running = stack.enter_context(cluster.local_cluster(cpus=2))
+    except cluster.ClusterUnavailable as exc:
+        if os.environ.get("FIELDGUIDE_REQUIRE_SLURM") == "1":
+            pytest.fail(f"Slurm could not start: {exc}")
+        pytest.skip(f"no Slurm cluster could start here: {exc}")
+    with stack:
+        yield running
+
+
+def submit_command() -> tuple[dict[str, str], list[str]]:
+    """The environment and sbatch arguments of the page's "how the tests submit it" line."""
+    words = shlex.split(page_block("how the tests submit it").strip())
+    env = {}
+    while "=" in words[0]:
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    assert words[0] == "sbatch" and words[-1] == "train.sbatch", words
+    return env, words[1:]
+
+
+def test_sbatch_script_trains_on_a_real_slurm(slurm, workdir):
+    (workdir / "train.sbatch").write_text(page_block("train.sbatch"))
+    env, args = submit_command()
+    assert env == {"PROCS_PER_NODE": "2"} and "--gpus-per-node=0" in args
+    env.update(RDZV_PORT=str(free_port()), PATH=path_with(workdir, slurm.env["PATH"]))
+    job = slurm.run_job(*args, cwd=workdir, env=env)
+    output = workdir / f"ddp-train-{job.id}.out"
+    printed = output.read_text() if job.id and output.is_file() else ""
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), (
+        f"job {job.id}: {job.state} {job.exit_code} {job.submitted}\njob output:\n{printed[-3000:]}"
+        f"\nslurmd:\n{slurm.log('slurmd.log')}")
+    lines = epoch_lines(printed)
+    assert len(lines) == 3, printed
+    assert all("2 process(es), cpu, gloo" in line for line in lines), lines
+    checkpoint = torch.load(workdir / f"ckpt-{job.id}.pt", weights_only=True)
+    assert checkpoint["epoch"] == 2

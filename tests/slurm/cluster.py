@@ -1,0 +1,190 @@
+"""A real Slurm cluster of one machine, for the tests: munged, slurmctld and slurmd on localhost.
+
+`make slurm` installs Debian's packages (slurmctld, slurmd, slurm-client, munge) where they are
+missing. `local_cluster()` starts the three daemons in the foreground as the current user, each
+with its own files under one temporary folder (tests/slurm/slurm.conf.in, a fresh munge key),
+waits until the node is idle, and stops them afterwards. Nothing is installed, configured or
+started system-wide, and no root is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SEARCH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/local/sbin"])
+DAEMONS = ("munged", "slurmctld", "slurmd")
+CLIENTS = ("sbatch", "sinfo", "srun", "scontrol", "scancel")
+
+
+FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+            "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+
+
+class ClusterUnavailable(RuntimeError):
+    """The cluster could not be started here; the message says what failed."""
+
+
+@dataclass
+class Job:
+    id: str | None
+    state: str       # Slurm's JobState when it ended: COMPLETED, FAILED, ...
+    exit_code: str   # "status:signal", e.g. "0:0"
+    submitted: str   # what sbatch printed
+
+
+@dataclass
+class Cluster:
+    dir: Path
+    env: dict[str, str]  # SLURM_CONF and the PATH with the Slurm commands
+
+    def run_job(self, *args: str, cwd: Path, env: dict[str, str] | None = None,
+                timeout: float = 300) -> Job:
+        """`sbatch ARGS`, then wait until the job has ended, asking scontrol twice a second.
+
+        (`sbatch --wait` polls at growing intervals: a job that ended after 15 s was reported
+        after 42 s.)"""
+        env = {**self.env, **(env or {})}
+        submitted = subprocess.run(["sbatch", "--parsable", *args], cwd=cwd, env=env,
+                                   capture_output=True, text=True, timeout=60)
+        if submitted.returncode != 0:
+            return Job(None, "NOT SUBMITTED", "", submitted.stdout + submitted.stderr)
+        job_id = submitted.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], env=env,
+                                   capture_output=True, text=True, timeout=30).stdout
+            fields = dict(re.findall(r"(\w+)=(\S*)", shown))
+            state = fields.get("JobState", "UNKNOWN")
+            if state in FINISHED:
+                return Job(job_id, state, fields.get("ExitCode", ""), submitted.stdout)
+            if time.monotonic() > deadline:
+                subprocess.run(["scancel", job_id], env=env, timeout=30)
+                return Job(job_id, f"still {state} after {timeout:.0f} s (cancelled)", "",
+                           submitted.stdout)
+            time.sleep(0.5)
+
+    def log(self, name: str, lines: int = 40) -> str:
+        path = self.dir / "log" / name
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def missing_commands() -> list[str]:
+    return [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name, path=SEARCH) is None]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_idle(env: dict[str, str], procs: dict[str, subprocess.Popen], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                raise ClusterUnavailable(f"{name} exited with status {proc.returncode} at start-up")
+        result = subprocess.run(["sinfo", "--noheader", "--format=%T"], env=env,
+                                capture_output=True, text=True, timeout=30)
+        state = result.stdout.strip()
+        if state == "idle":
+            return
+        time.sleep(0.5)
+    raise ClusterUnavailable(f"the node did not become idle in {timeout:.0f} s (sinfo says {state!r})")
+
+
+@contextlib.contextmanager
+def local_cluster(cpus: int = 2, start_timeout: float = 60) -> Iterator[Cluster]:
+    missing = missing_commands()
+    if missing:
+        raise ClusterUnavailable(f"Slurm commands not found: {', '.join(missing)} "
+                                 "(`make slurm` installs slurmctld, slurmd, slurm-client and munge)")
+    # munged wants its socket's folder, and every folder above it, searchable by all
+    root = Path(tempfile.mkdtemp(prefix="fieldguide-slurm-"))
+    root.chmod(0o711)
+    for sub in ("munge", "state", "spool", "log"):
+        (root / sub).mkdir()
+    (root / "munge").chmod(0o711)
+    key = root / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    conf = root / "slurm.conf"
+    conf.write_text((HERE / "slurm.conf.in").read_text().format(
+        dir=root, user=getpass.getuser(), ctld_port=_free_port(), slurmd_port=_free_port(), cpus=cpus))
+    env = {**os.environ, "SLURM_CONF": str(conf), "PATH": SEARCH}
+    for name in list(env):
+        if name.startswith(("SLURM_", "SBATCH_", "SRUN_")) and name != "SLURM_CONF":
+            del env[name]  # a surrounding job's settings would leak into ours
+    commands = {
+        "munged": ["munged", "--foreground", f"--key-file={key}",
+                   f"--socket={root}/munge/munge.socket", f"--pid-file={root}/munge/munged.pid",
+                   f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge/munged.seed"],
+        "slurmctld": ["slurmctld", "-D", "-f", str(conf)],
+        "slurmd": ["slurmd", "-D", "-f", str(conf), "-N", "localhost"],
+    }
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for name, command in commands.items():
+            out = open(root / "log" / f"{name}.stderr", "w")  # the daemon keeps its own copy
+            procs[name] = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                           start_new_session=True)
+            out.close()
+            if name == "munged":
+                _wait_for_socket(root / "munge" / "munge.socket", procs[name], root)
+        try:
+            _wait_for_idle(env, procs, start_timeout)
+        except ClusterUnavailable as exc:
+            logs = "\n".join(f"--- {n}:\n" + _tail(root / "log" / f"{n}.stderr") +
+                             _tail(root / "log" / f"{n}.log") for n in commands)
+            raise ClusterUnavailable(f"{exc}\n{logs}") from None
+        yield Cluster(dir=root, env=env)
+    finally:
+        for name in reversed(list(procs)):
+            _stop(procs[name])
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _wait_for_socket(path: Path, proc: subprocess.Popen, root: Path, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise ClusterUnavailable(f"munged did not start:\n{_tail(root / 'log' / 'munged.stderr')}"
+                             f"{_tail(root / 'log' / 'munged.log')}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    if not path.is_file():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) + "\n"
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)  # its own session: the daemon and what it started
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=15)
