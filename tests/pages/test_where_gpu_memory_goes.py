@@ -94,6 +94,35 @@ def test_nvidia_smi_lists_this_process_or_says_none(clean):
     assert listed >= torch.cuda.memory_reserved() / MiB
 
 
+@on_gpu
+def test_fits_counts_free_and_cached_memory_and_keeps_a_share_spare(clean):
+    import torch
+
+    total = torch.cuda.get_device_properties(clean.device).total_memory
+    assert clean.fits(MiB) and not clean.fits(total)
+    cached = torch.empty(1024 * MiB, dtype=torch.uint8, device=clean.device)
+    del cached  # 1 GiB in the cache now: the driver no longer counts it free, fits() does
+    free, _ = torch.cuda.mem_get_info(clean.device)
+    nbytes = int(free - 0.25 * total + 512 * MiB)  # more than the driver alone has room for
+    assert clean.fits(nbytes) and not clean.fits(nbytes + 1024 * MiB)
+
+
+@on_gpu
+def test_gpu_batches_shuffle_every_sample_once_without_leaving_the_gpu(clean):
+    import torch
+
+    x = torch.arange(1000, device=clean.device).float().unsqueeze(1)
+    y = torch.arange(1000, device=clean.device)
+    seen = []
+    for xb, yb in clean.gpu_batches(x, y, batch_size=128):
+        assert xb.is_cuda and yb.is_cuda and len(xb) <= 128
+        assert torch.equal(xb[:, 0].long(), yb)  # samples stay paired with their labels
+        seen.append(yb)
+    order = torch.cat(seen)
+    assert sorted(order.tolist()) == list(range(1000))
+    assert not torch.equal(order, y)  # shuffled
+
+
 @pytest.fixture(scope="module")
 def fresh():
     import torch
