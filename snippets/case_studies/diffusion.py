@@ -18,7 +18,7 @@ DT, D = 0.1, 1.0  # the original time step and diffusion coefficient (DT * D <= 
 
 
 def initial_grid(shape):
-    """The original start, in float32 on the host: cold everywhere but one warm square."""
+    """The original start, float32 on the host: cold everywhere but one warm square."""
     grid = np.zeros(shape, dtype=np.float32)
     low, high = int(shape[0] * 0.4), int(shape[0] * 0.5)
     grid[low:high, low:high] = 0.005
