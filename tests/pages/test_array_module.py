@@ -3,18 +3,17 @@
 import numpy as np
 import pytest
 
-from snippets.first_steps import array_module as snippet
 from tests.helpers import run_python
 
 pytestmark = pytest.mark.snippet("snippets/first_steps/array_module.py")
 
 
-def test_numpy_arrays_get_numpy():
+def test_numpy_arrays_get_numpy(snippet):
     x = np.ones((2, 3), dtype=np.float32)
     assert snippet.get_array_module(x) is np
 
 
-def test_softmax_matches_the_textbook_formula_and_survives_large_inputs():
+def test_softmax_matches_the_textbook_formula_and_survives_large_inputs(snippet):
     x = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 0.5]])
     expected = np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)
     np.testing.assert_allclose(snippet.softmax(x), expected, rtol=1e-12)
@@ -25,7 +24,7 @@ def test_softmax_matches_the_textbook_formula_and_survives_large_inputs():
     np.testing.assert_allclose(snippet.softmax(big), np.full(3, 1 / 3), rtol=1e-6)
 
 
-def test_to_numpy_passes_numpy_arrays_through():
+def test_to_numpy_passes_numpy_arrays_through(snippet):
     x = np.arange(5.0)
     assert np.array_equal(snippet.to_numpy(x), x)
 
@@ -47,7 +46,7 @@ def test_without_cupy_everything_falls_back_to_numpy():
 
 
 @pytest.mark.gpus(1)
-def test_cupy_arrays_stay_on_the_gpu():
+def test_cupy_arrays_stay_on_the_gpu(snippet):
     cp = pytest.importorskip("cupy")
     x = np.random.default_rng(0).normal(size=(64, 10)).astype(np.float32)
     on_gpu = snippet.softmax(cp.asarray(x))

@@ -5,13 +5,6 @@ import pytest
 pytestmark = pytest.mark.snippet("snippets/execution/cuda_graphs.py")
 
 
-@pytest.fixture(scope="module")
-def snippet():
-    from snippets.execution import cuda_graphs
-
-    return cuda_graphs
-
-
 def test_replay_computes_what_eager_computes(snippet):
     import torch
 

@@ -10,13 +10,6 @@ from tests.helpers import run_python
 pytestmark = pytest.mark.snippet("snippets/first_steps/cupy_and_numpy.py")
 
 
-@pytest.fixture(scope="module")
-def snippet():
-    from snippets.first_steps import cupy_and_numpy
-
-    return cupy_and_numpy
-
-
 def test_arrays_live_on_the_device_they_were_made_on(snippet):
     cp = snippet.cp
     assert isinstance(snippet.x, cp.ndarray) and snippet.x.device.id == 0

@@ -7,7 +7,6 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from snippets.data_movement import data_loading as snippet
 
 pytestmark = pytest.mark.snippet("snippets/data_movement/data_loading.py")
 
@@ -26,7 +25,7 @@ def usable_cores():
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def test_items_are_deterministic():
+def test_items_are_deterministic(snippet):
     dataset = snippet.ParsedRecords(8, 32)
     x, index = dataset[5]
     assert index == 5 and x.shape == (32,) and x.dtype == torch.float32
@@ -34,7 +33,7 @@ def test_items_are_deterministic():
     assert not torch.equal(x, dataset[6][0])
 
 
-def test_workers_deliver_every_item_once_and_unchanged():
+def test_workers_deliver_every_item_once_and_unchanged(snippet):
     dataset = snippet.ParsedRecords(40, 16)
     seen = []
     for x, index in snippet.make_loader(dataset, num_workers=2, batch_size=8):
@@ -44,14 +43,14 @@ def test_workers_deliver_every_item_once_and_unchanged():
     assert sorted(seen) == list(range(40))
 
 
-def test_workers_keep_the_sampler_order():
+def test_workers_keep_the_sampler_order(snippet):
     dataset = snippet.ParsedRecords(40, 16)
     loader = snippet.make_loader(dataset, num_workers=2, batch_size=8, shuffle=False)
     order = [i for _, index in loader for i in index.tolist()]
     assert order == list(range(40))
 
 
-def test_prefetch_factor_needs_workers():
+def test_prefetch_factor_needs_workers(snippet):
     with pytest.raises(ValueError, match="prefetch_factor"):
         DataLoader(snippet.dataset, num_workers=0, prefetch_factor=2)
     assert snippet.make_loader(snippet.dataset, 0).prefetch_factor is None
@@ -70,7 +69,7 @@ def test_workers_are_other_processes_and_persistent_ones_are_reused():
     assert pids(DataLoader(WhoLoadedMe(), batch_size=2)) == {os.getpid()}  # num_workers=0
 
 
-def test_run_epoch_and_throughput_helpers():
+def test_run_epoch_and_throughput_helpers(snippet):
     dataset = snippet.ParsedRecords(32, 16)
     assert snippet.run_epoch(snippet.make_loader(dataset, 0)) == 32
     assert snippet.items_per_second(dataset, 0, epochs=1) > 0
@@ -78,7 +77,7 @@ def test_run_epoch_and_throughput_helpers():
 
 
 @pytest.mark.skipif(usable_cores() < 8, reason="a claim about a machine with 8 or more cores")
-def test_workers_multiply_throughput_of_a_cpu_bound_dataset():
+def test_workers_multiply_throughput_of_a_cpu_bound_dataset(snippet):
     dataset = snippet.ParsedRecords(256, 1536)  # the page's per-item work, whatever the device
     none = snippet.items_per_second(dataset, 0, epochs=1)
     four = snippet.items_per_second(dataset, 4, epochs=2)
@@ -93,7 +92,7 @@ def reference_crop_and_flip(image, top, left, flip, pad=4):
     return window.flip(-1) if flip else window
 
 
-def test_batched_crop_and_flip_matches_one_image_at_a_time():
+def test_batched_crop_and_flip_matches_one_image_at_a_time(snippet):
     torch.manual_seed(0)
     images = torch.randint(0, 256, (16, 3, 32, 32), dtype=torch.uint8)
     top, left = torch.randint(0, 9, (16,)), torch.randint(0, 9, (16,))
@@ -110,14 +109,14 @@ def is_some_crop(out, image):
                for t, left, f in itertools.product(range(9), range(9), (False, True)))
 
 
-def test_augment_draws_a_crop_and_flip_for_each_image():
+def test_augment_draws_a_crop_and_flip_for_each_image(snippet):
     images, _ = snippet.random_images(4)
     out = snippet.augment(images)
     assert out.device == images.device and out.shape == images.shape
     assert all(is_some_crop(out[i], images[i]) for i in range(4))
 
 
-def test_cpu_dataset_returns_the_same_kind_of_crops():
+def test_cpu_dataset_returns_the_same_kind_of_crops(snippet):
     images, labels = snippet.random_images(4)
     dataset = snippet.CropFlipImages(images, labels)
     for i in range(4):
@@ -125,7 +124,7 @@ def test_cpu_dataset_returns_the_same_kind_of_crops():
         assert is_some_crop(image, images[i]) and label == labels[i].cpu()
 
 
-def test_both_pipelines_see_every_image_once_and_hand_floats_on_the_device_to_the_step():
+def test_both_pipelines_see_every_image_once_and_hand_floats_on_the_device_to_the_step(snippet):
     images, labels = snippet.random_images(1000)
     batches = []
 
@@ -142,26 +141,26 @@ def test_both_pipelines_see_every_image_once_and_hand_floats_on_the_device_to_th
 
 
 @pytest.mark.gpus(1)
-def test_batches_arrive_pinned():
+def test_batches_arrive_pinned(snippet):
     x, _ = next(iter(snippet.make_loader(snippet.ParsedRecords(8, 16), num_workers=1)))
     assert x.is_pinned()
 
 
 @pytest.mark.gpus(1)
-def test_cuda_in_a_forked_worker_raises():
+def test_cuda_in_a_forked_worker_raises(snippet):
     with pytest.raises(RuntimeError, match="Cannot re-initialize CUDA in forked subprocess"):
         snippet.load_on_gpu_in_workers("fork")
 
 
 @pytest.mark.gpus(1)
-def test_spawned_workers_can_use_cuda():
+def test_spawned_workers_can_use_cuda(snippet):
     out = snippet.load_on_gpu_in_workers("spawn")
     expected = 2 * torch.arange(64, dtype=torch.float32).view(64, 1).expand(64, 256)
     assert torch.equal(out, expected)
 
 
 @pytest.mark.gpus(1)
-def test_gpu_resident_pipeline_beats_the_dataloader():
+def test_gpu_resident_pipeline_beats_the_dataloader(snippet):
     import time
 
     images, labels = snippet.random_images(snippet.n_images)

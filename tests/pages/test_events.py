@@ -11,13 +11,6 @@ pytestmark = pytest.mark.snippet("snippets/execution/events.py")
 CLAIMS = {"idle_pause_share": 0.9, "queued_pause_share": 0.1}
 
 
-@pytest.fixture(scope="module")
-def snippet():
-    from snippets.execution import events
-
-    return events
-
-
 def test_consumer_sees_the_producers_result(snippet):
     import torch
 

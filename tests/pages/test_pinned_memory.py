@@ -7,13 +7,6 @@ pytestmark = pytest.mark.snippet("snippets/data_movement/pinned_memory.py")
 MiB = 2**20
 
 
-@pytest.fixture(scope="module")
-def snippet():
-    from snippets.data_movement import pinned_memory
-
-    return pinned_memory
-
-
 def test_allocation_section_pins_what_it_says(snippet):
     assert snippet.pinned.is_pinned() and snippet.also_pinned.is_pinned()
     assert not snippet.pageable.is_pinned()

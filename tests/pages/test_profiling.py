@@ -6,7 +6,6 @@ import json
 import pytest
 import torch
 
-from snippets.execution import profiling as snippet
 
 pytestmark = pytest.mark.snippet("snippets/execution/profiling.py")
 
@@ -16,7 +15,7 @@ def trace_categories(path):
     return events, {event.get("cat") for event in events}
 
 
-def test_cprofile_is_right_on_a_cpu():
+def test_cprofile_is_right_on_a_cpu(snippet):
     # On a CPU every operation finishes before it returns, so cProfile charges the real work.
     x, w = torch.randn(128, 128), torch.randn(128, 128) / 128**0.5
     stats = snippet.cprofile_steps(x, w, steps=3)
@@ -25,7 +24,7 @@ def test_cprofile_is_right_on_a_cpu():
 
 
 @pytest.mark.gpus(1)
-def test_cprofile_blames_the_synchronizing_call_on_a_gpu():
+def test_cprofile_blames_the_synchronizing_call_on_a_gpu(snippet):
     stats = snippet.cprofile_steps(snippet.x, snippet.w)
     forward = snippet.cumulative_seconds(stats, "forward")
     loss_value = snippet.cumulative_seconds(stats, "loss_value")
@@ -45,7 +44,7 @@ def test_cprofile_blames_the_synchronizing_call_on_a_gpu():
     assert real_per_call > 5 * forward / 5  # cProfile saw 5 calls of forward
 
 
-def test_profiler_records_only_the_active_steps_and_writes_a_trace(tmp_path):
+def test_profiler_records_only_the_active_steps_and_writes_a_trace(snippet, tmp_path):
     trace = tmp_path / "trace.json"
     table = snippet.profile_steps(snippet.x, snippet.w, trace)
     assert "forward" in table and "loss_value" in table and "aten::mm" in table
@@ -57,7 +56,7 @@ def test_profiler_records_only_the_active_steps_and_writes_a_trace(tmp_path):
 
 
 @pytest.mark.gpus(1)
-def test_profiler_trace_has_kernels_and_table_has_gpu_time(tmp_path):
+def test_profiler_trace_has_kernels_and_table_has_gpu_time(snippet, tmp_path):
     trace = tmp_path / "trace.json"
     table = snippet.profile_steps(snippet.x, snippet.w, trace)
     assert "CUDA total" in table
@@ -67,7 +66,7 @@ def test_profiler_trace_has_kernels_and_table_has_gpu_time(tmp_path):
     assert sum(e["dur"] for e in kernels) > 0
 
 
-def test_old_cuda_time_names_are_deprecated_and_the_sort_key_is_current():
+def test_old_cuda_time_names_are_deprecated_and_the_sort_key_is_current(snippet):
     averages = torch.autograd.profiler_util.FunctionEventAvg()
     with pytest.warns(FutureWarning, match="device_time"):
         _ = averages.cuda_time
@@ -93,7 +92,7 @@ def test_torch_utils_bottleneck_is_gone():
 
 
 @pytest.mark.gpus(1)
-def test_gpu_util_is_high_for_one_tiny_kernel_but_power_tells_the_truth():
+def test_gpu_util_is_high_for_one_tiny_kernel_but_power_tells_the_truth(snippet):
     tiny_util, tiny_watts = snippet.watch_gpu(snippet.tiny_kernel_loop())
     big_util, big_watts = snippet.watch_gpu(snippet.big_matmul_loop())
     assert tiny_util >= 80, "one single-block kernel at a time already reads as a busy GPU"
@@ -102,7 +101,7 @@ def test_gpu_util_is_high_for_one_tiny_kernel_but_power_tells_the_truth():
 
 
 @pytest.mark.gpus(1)
-def test_the_tiny_kernel_is_one_block(tmp_path):
+def test_the_tiny_kernel_is_one_block(snippet, tmp_path):
     # The kernel the graph repeats: an addition to one float runs as a single block.
     from torch.profiler import ProfilerActivity, profile
 

@@ -6,13 +6,6 @@ pytestmark = pytest.mark.snippet("snippets/execution/streams.py")
 
 
 @pytest.fixture(scope="module")
-def snippet():
-    from snippets.execution import streams
-
-    return streams
-
-
-@pytest.fixture(scope="module")
 def matmuls(snippet):
     return snippet.matmuls_to_balance()
 

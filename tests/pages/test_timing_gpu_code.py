@@ -6,12 +6,11 @@ import time
 import pytest
 import torch
 
-from snippets.execution import timing_gpu_code as snippet
 
 pytestmark = pytest.mark.snippet("snippets/execution/timing_gpu_code.py")
 
 
-def test_median_resists_an_outlier_and_mean_does_not():
+def test_median_resists_an_outlier_and_mean_does_not(snippet):
     times = [1.0] * 9 + [100.0]
     summary = snippet.summarize(times)
     assert summary["median"] == 1.0
@@ -19,7 +18,7 @@ def test_median_resists_an_outlier_and_mean_does_not():
     assert summary["mean"] > 10.0
 
 
-def test_every_method_times_the_same_product():
+def test_every_method_times_the_same_product(snippet):
     a, b = snippet.a, snippet.b
     # The fastest of five is the least disturbed by other work on a busy 2-core CI machine;
     # the Timer's median must not come in far under it (it would if it timed only a launch).
@@ -36,7 +35,7 @@ def test_every_method_times_the_same_product():
 
 
 @pytest.mark.gpus(1)
-def test_unsynchronized_clock_undercounts_on_gpu():
+def test_unsynchronized_clock_undercounts_on_gpu(snippet):
     a, b = snippet.a, snippet.b
     snippet.time_synchronized(a, b)  # warm up
     launch = []
@@ -49,7 +48,7 @@ def test_unsynchronized_clock_undercounts_on_gpu():
 
 
 @pytest.mark.gpus(1)
-def test_events_agree_with_synchronized_clock():
+def test_events_agree_with_synchronized_clock(snippet):
     a, b = snippet.a, snippet.b
     snippet.time_synchronized(a, b)
     events = statistics.median(snippet.time_with_events(a, b) for _ in range(10))
@@ -58,7 +57,7 @@ def test_events_agree_with_synchronized_clock():
 
 
 @pytest.mark.gpus(1)
-def test_kernel_times_leave_the_host_out_and_see_the_cold_cache():
+def test_kernel_times_leave_the_host_out_and_see_the_cold_cache(snippet):
     import torch
 
     x = torch.randn(2**21, device="cuda")  # 8 MiB of float32: fits in the L2 of recent GPUs

@@ -3,13 +3,12 @@
 import pytest
 import torch
 
-from snippets.foundations import when_to_use_a_gpu as snippet
 
 pytestmark = pytest.mark.snippet("snippets/foundations/when_to_use_a_gpu.py")
 
 
 @pytest.mark.parametrize(("case", "size"), [("elementwise", 4096), ("matmul", 64)])
-def test_every_path_computes_the_same_result(case, size):
+def test_every_path_computes_the_same_result(snippet, case, size):
     fn, host = snippet.WORK[case], snippet.make_inputs(case, size)
     on_cpu = fn(*host)
     moved = snippet.with_transfers(fn, *host)
@@ -19,18 +18,18 @@ def test_every_path_computes_the_same_result(case, size):
     torch.testing.assert_close(resident, on_cpu, rtol=1e-4, atol=1e-4)
 
 
-def test_compare_times_every_available_path():
+def test_compare_times_every_available_path(snippet):
     times = snippet.compare("elementwise", 1024, repeats=2)
     expected = {"cpu"} | ({"gpu_with_transfers", "gpu_resident"} if snippet.device.type == "cuda" else set())
     assert set(times) == expected and all(t > 0 for t in times.values())
 
 
-def test_sweeps_span_the_sizes_the_page_names():
+def test_sweeps_span_the_sizes_the_page_names(snippet):
     assert snippet.SWEEPS["elementwise"][0] == 2**10 and snippet.SWEEPS["elementwise"][-1] == 2**26
     assert snippet.SWEEPS["matmul"] == [32, 64, 128, 256, 512, 1024, 2048, 4096]
 
 
-def test_crossover_needs_the_gpu_to_keep_winning(monkeypatch):
+def test_crossover_needs_the_gpu_to_keep_winning(snippet, monkeypatch):
     fake = {  # size -> (cpu, gpu with transfers)
         1: (1.0, 5.0), 2: (2.0, 1.0), 3: (3.0, 4.0), 4: (4.0, 2.0), 5: (5.0, 2.0),
     }
@@ -47,7 +46,7 @@ def test_crossover_needs_the_gpu_to_keep_winning(monkeypatch):
     assert snippet.crossover("matmul", [1, 2, 3, 4, 5])[0] is None
 
 
-def test_loop_and_vectorized_versions_agree():
+def test_loop_and_vectorized_versions_agree(snippet):
     generator = torch.Generator().manual_seed(0)
     for n in (1, 50, 2000):
         x = torch.randint(0, 10, (n,), generator=generator).to(snippet.device)
@@ -58,12 +57,12 @@ def test_loop_and_vectorized_versions_agree():
     assert snippet.first_crossing_loop(x, 6) == 2 and snippet.first_crossing_loop(x, 8) == -1
 
 
-def test_tensor_bytes():
+def test_tensor_bytes(snippet):
     assert snippet.tensor_bytes((4096, 4096)) == 64 * 2**20
     assert snippet.tensor_bytes((10,), torch.float16) == 20
 
 
-def test_runs_on_reports_a_missing_kernel():
+def test_runs_on_reports_a_missing_kernel(snippet):
     ok, message = snippet.runs_on("cpu", torch.mm, torch.ones(2, 2), torch.ones(2, 2))
     assert ok and message == ""
     ok, message = snippet.runs_on("cpu", torch.Tensor.normal_, torch.zeros(3, dtype=torch.int64))
@@ -71,14 +70,14 @@ def test_runs_on_reports_a_missing_kernel():
 
 
 @pytest.mark.gpus(1)
-def test_fits_on_gpu_follows_free_memory():
+def test_fits_on_gpu_follows_free_memory(snippet):
     free, _ = torch.cuda.mem_get_info()
     assert snippet.fits_on_gpu(2**20)
     assert not snippet.fits_on_gpu(free + 1)
 
 
 @pytest.mark.gpus(1)
-def test_gpu_with_transfers_wins_the_largest_matmul():
+def test_gpu_with_transfers_wins_the_largest_matmul(snippet):
     times = snippet.compare("matmul", 4096, repeats=3)
     assert times["gpu_with_transfers"] < 0.9 * times["cpu"], times
     assert times["gpu_resident"] < times["gpu_with_transfers"], times
@@ -86,7 +85,7 @@ def test_gpu_with_transfers_wins_the_largest_matmul():
 
 @pytest.mark.gpus(1)
 @pytest.mark.parametrize(("case", "size"), [("elementwise", 2**10), ("matmul", 32)])
-def test_cpu_wins_the_smallest_sizes(case, size):
+def test_cpu_wins_the_smallest_sizes(snippet, case, size):
     # Best of three medians: other work in this test process (worker pools, threads) can
     # stall the CPU path for milliseconds, which says nothing about the claim.
     runs = [snippet.compare(case, size, repeats=20) for _ in range(3)]
@@ -95,14 +94,14 @@ def test_cpu_wins_the_smallest_sizes(case, size):
 
 
 @pytest.mark.gpus(1)
-def test_transfers_dominate_large_elementwise_work():
+def test_transfers_dominate_large_elementwise_work(snippet):
     times = snippet.compare("elementwise", 2**24, repeats=5)
     assert times["gpu_resident"] < 0.5 * times["gpu_with_transfers"], times
     assert times["gpu_resident"] < times["cpu"], times  # the GPU computes it faster, once it is there
 
 
 @pytest.mark.gpus(1)
-def test_a_python_loop_of_tiny_steps_is_slower_on_the_gpu():
+def test_a_python_loop_of_tiny_steps_is_slower_on_the_gpu(snippet):
     x = torch.randint(0, 10, (2000,))
     cpu = snippet.median_time(snippet.first_crossing_loop, x, 8000, repeats=3)
     gpu = snippet.median_time(snippet.first_crossing_loop, x.cuda(), 8000, repeats=3)
