@@ -7,7 +7,6 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-
 pytestmark = pytest.mark.snippet("snippets/data_movement/data_loading.py")
 
 

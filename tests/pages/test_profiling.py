@@ -6,7 +6,6 @@ import json
 import pytest
 import torch
 
-
 pytestmark = pytest.mark.snippet("snippets/execution/profiling.py")
 
 

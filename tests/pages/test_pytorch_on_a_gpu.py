@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-
 pytestmark = pytest.mark.snippet("snippets/first_steps/pytorch_on_a_gpu.py")
 
 needs_gpu = pytest.mark.gpus(1)

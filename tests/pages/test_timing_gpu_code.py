@@ -6,7 +6,6 @@ import time
 import pytest
 import torch
 
-
 pytestmark = pytest.mark.snippet("snippets/execution/timing_gpu_code.py")
 
 

@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-
 pytestmark = pytest.mark.snippet("snippets/foundations/when_to_use_a_gpu.py")
 
 
