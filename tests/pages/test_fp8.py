@@ -1,0 +1,129 @@
+"""Claims of docs/precision/fp8.md.
+
+The numbers (quantization, error against float64) are checked wherever fp8 products run: on a
+CPU with PyTorch's own kernels in CI, on a GPU of compute capability 8.9 or newer. On an older
+GPU every test here is skipped with the reason the page shows.
+"""
+
+import re
+
+import pytest
+import torch
+
+from fieldguide import ROOT
+
+pytestmark = pytest.mark.snippet("snippets/precision/fp8.py")
+
+# The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
+CLAIMS = {
+    "fp8_speedup_over_bf16": 1.3,  # pre-quantized fp8 product over bf16 at 8192
+    "fp8_error_over_bf16": 4,      # fp8's error at least this many times bf16's
+}
+
+
+def chapter_is_draft(chapter="precision/"):
+    """mkdocs.yml lists a chapter in draft_docs until the timing run has measured it."""
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    block = re.search(r"^draft_docs:\s*\|\n((?:[ \t]+\S.*\n)+)", text, re.M)
+    return bool(block) and chapter in block[1].split()
+
+
+# Claims about the timing runs wait for the chapter's first run: skipped while the chapter is a
+# draft, they fail (no run measured them) once it is in the nav.
+measured_claim = pytest.mark.skipif(chapter_is_draft(), reason="precision/ is a draft in "
+                                    "mkdocs.yml: not measured yet")
+
+
+@pytest.fixture(scope="module")
+def fp8(snippet):
+    """The snippet, where fp8 products run here; skipped with the page's reason elsewhere."""
+    reason = snippet.fp8_unavailable()
+    if reason:
+        pytest.skip(reason)
+    return snippet
+
+
+def test_the_reason_names_the_capability_when_there_is_one(snippet):
+    reason = snippet.fp8_unavailable()
+    if snippet.device.type == "cpu" or torch.cuda.get_device_capability() >= (8, 9):
+        assert reason is None
+    else:
+        assert "8.9" in reason and "compute capability" in reason
+
+
+def test_e4m3_range_is_what_the_page_says(snippet):
+    assert snippet.FP8_MAX == 448.0
+    assert torch.finfo(snippet.FP8).bits == 8
+
+
+def test_quantize_maps_the_largest_value_to_fp8s_largest(fp8):
+    x = torch.randn(64, 256, device=fp8.device) * 1000
+    x8, scale = fp8.quantize(x)
+    assert x8.dtype == fp8.FP8 and scale.dtype == torch.float32 and scale.numel() == 1
+    assert x8.float().abs().max() == fp8.FP8_MAX
+    decoded = x8.float() * scale
+    assert torch.isfinite(decoded).all()
+    # e4m3 keeps 3 mantissa bits: rounding moves a normal value by at most 2^-4 of itself
+    normal = x.abs() > 2**-6 * scale * 2  # above fp8's smallest normal after scaling
+    relative = ((decoded - x).abs() / x.abs())[normal]
+    assert relative.max() <= 2**-4 + 1e-6, relative.max()
+
+
+def test_scaling_is_what_keeps_large_values_representable(fp8):
+    x = torch.full((16,), 1000.0, device=fp8.device)
+    # 1000 > 448: no fp8 value is near it (the cast saturates or gives NaN, by device)
+    assert not torch.allclose(x.to(fp8.FP8).float(), x, rtol=0.1)
+    x8, scale = fp8.quantize(x)
+    assert torch.allclose(x8.float() * scale, x)
+
+
+def test_fp8_product_matches_the_dequantized_product(fp8):
+    g = torch.Generator(device=fp8.device).manual_seed(0)
+    x = torch.randn(64, 128, device=fp8.device, generator=g)
+    w = torch.randn(32, 128, device=fp8.device, generator=g)
+    (x8, xs), (w8, ws) = fp8.quantize(x), fp8.quantize(w)
+    result = fp8.fp8_matmul(x8, xs, w8, ws)
+    assert result.dtype == torch.bfloat16 and result.shape == (64, 32)
+    expected = (x8.double() * xs.double()) @ (w8.double() * ws.double()).t()
+    error = ((result.double() - expected).norm() / expected.norm()).item()
+    assert error < 1e-2, error  # only float32 accumulation and bf16 output rounding remain
+
+
+def test_errors_against_float64_are_within_the_tolerances(fp8):
+    n = 2048 if fp8.device.type == "cuda" else 512
+    errors = fp8.relative_errors(n)
+    assert errors["bf16"] < fp8.TOLERANCE["bf16"], errors
+    assert errors["fp8"] < fp8.TOLERANCE["fp8"], errors
+    assert errors["fp8"] > CLAIMS["fp8_error_over_bf16"] * errors["bf16"], errors
+
+
+def test_public_wrapper_gives_the_same_result(fp8):
+    if not hasattr(torch.nn.functional, "scaled_mm"):
+        pytest.skip(f"torch {torch.__version__} has no torch.nn.functional.scaled_mm")
+    x = torch.randn(64, 128, device=fp8.device)
+    w = torch.randn(48, 128, device=fp8.device)
+    args = (*fp8.quantize(x), *fp8.quantize(w))
+    assert torch.equal(fp8.fp8_matmul(*args), fp8.fp8_matmul_public(*args))
+
+
+@pytest.mark.gpus(1)
+def test_fp8_is_faster_than_bf16_on_the_gpu(fp8):
+    x = torch.randn(fp8.N, fp8.N, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(fp8.N, fp8.N, device="cuda", dtype=torch.bfloat16)
+    bf16 = fp8.median_seconds(fp8.bf16_matmul, x, w)
+    quantized = (*fp8.quantize(x), *fp8.quantize(w))
+    fp8_seconds = fp8.median_seconds(fp8.fp8_matmul, *quantized)
+    assert bf16 > 0.8 * CLAIMS["fp8_speedup_over_bf16"] * fp8_seconds, (bf16, fp8_seconds)
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) --------
+
+@measured_claim
+def test_fp8_speed_and_error_in_every_run(measured, snippet):
+    bf16, fp8, quantize = (f"fp8.matmul[{k}]" for k in ("bf16", "fp8", "fp8-quantize"))
+    for run in measured(bf16, fp8, quantize):
+        speedup = run.value(bf16) / run.value(fp8)
+        assert speedup >= CLAIMS["fp8_speedup_over_bf16"], (run, speedup)
+        assert run.value(quantize) > run.value(fp8), run  # quantizing costs time
+        assert run.value(fp8, "relative_error") < snippet.TOLERANCE["fp8"], run
+        assert run.value(bf16, "relative_error") < snippet.TOLERANCE["bf16"], run
