@@ -19,7 +19,13 @@ matplotlib.use("Agg")  # no display at build time
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-from fieldguide.timings import TIME_FIELDS, Benchmark, TimingError, format_number  # noqa: E402
+from fieldguide.timings import (  # noqa: E402
+    TIME_FIELDS,
+    Benchmark,
+    TimingError,
+    format_bytes,
+    format_number,
+)
 
 THEMES = {
     "light": {"text": "#1f2328", "grid": "#d0d7de"},
@@ -34,10 +40,7 @@ TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
 def binary_size(nbytes: float, _pos=None) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes:g} B"
+    return format_bytes(nbytes)
 
 
 def count(value: float, _pos=None) -> str:

@@ -48,3 +48,17 @@ def gpus_needed_by(root: Path, markdown: str) -> int:
     """The most GPUs any snippet the page includes needs (0 for a page without code)."""
     return max((gpus_needed(Path(root) / path) for path in dict.fromkeys(p for p, _ in includes(markdown))),
                default=0)
+
+
+def draft_folders(root: Path = ROOT) -> list[str]:
+    """The folders under docs/ that mkdocs.yml's `draft_docs` lists: chapters written and tested
+    but not yet measured, which the published build leaves out."""
+    config = (root / "mkdocs.yml").read_text(encoding="utf-8")
+    block = re.search(r"^draft_docs:\s*\|\s*\n((?:[ \t]+\S.*\n?)+)", config, re.M)
+    return [line.strip() for line in block[1].splitlines() if line.strip()] if block else []
+
+
+def is_draft(page: Path, root: Path = ROOT) -> bool:
+    """Whether a page (a path under docs/) belongs to a draft chapter."""
+    relative = Path(page).resolve().relative_to(root / "docs").as_posix()
+    return any(relative.startswith(folder) for folder in draft_folders(root))

@@ -113,20 +113,33 @@ def snippet(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
-def measured():
+def _all_timings():
+    from fieldguide.timings import all_timings
+
+    return all_timings()
+
+
+@pytest.fixture
+def measured(request: pytest.FixtureRequest, _all_timings):
     """`measured(*names)`: every recorded run, of every GPU, that measured all of `names`.
 
     A page's claim about measured numbers is checked against each run, not only the newest;
-    no run at all is a failure (a claim with nothing behind it), never a silent pass.
+    no run at all is a failure (a claim with nothing behind it), never a silent pass, except
+    on a page of a draft chapter (mkdocs.yml's draft_docs), which is not measured yet.
     """
-    from fieldguide.timings import TimingError, all_timings, runs_measuring
+    from fieldguide.pages import is_draft, pages
+    from fieldguide.timings import TimingError, runs_measuring
 
-    everything = all_timings()
+    page_name = Path(request.node.path).stem.removeprefix("test_").replace("_", "-")
+    draft = any(p.stem == page_name and is_draft(p) for p in pages())
 
     def runs(*names: str):
         try:
-            return runs_measuring(everything, *names)
+            return runs_measuring(_all_timings, *names)
         except TimingError as exc:
+            if draft:
+                pytest.skip(f"{page_name} is a draft page (draft_docs in mkdocs.yml): "
+                            "not measured yet")
             pytest.fail(str(exc))
 
     return runs

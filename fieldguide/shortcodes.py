@@ -8,6 +8,7 @@
     <!-- timing-crossover: SLOW_GLOB FAST_GLOB x=FIELD [FORMAT] [gpu=SLUG] -->
     <!-- timing-timeline: NAME [title="..."] [gpu=SLUG] -->   (draws extra["timeline"])
     <!-- timing-roofline: COPY PEAK[,PEAK...] points=GLOB[,GLOB...] [series=FIELD] [title=...] -->
+    <!-- timing-memory: NAME [title="..."] -->   (draws extra["memory_timeline"])
     <!-- timing-bound: CLAIM [FORMAT] -->   (a bound from CLAIMS in the page's tests)
 
 `*` is the only wildcard in a GLOB. FIELD is a stat (median, iqr, q1, q3, mean, stddev, min, max,
@@ -320,16 +321,16 @@ def render_bound(code: Shortcode, build: Build, page: Page) -> str:
 
 
 def _figures() -> dict[str, Callable]:
-    from fieldguide import figures  # matplotlib: only when a page has a figure
+    from fieldguide import figures, memory_chart  # matplotlib: only when a page has a figure
 
     return {"chart": figures.render_chart, "timeline": figures.render_timeline,
-            "roofline": figures.render_roofline}
+            "roofline": figures.render_roofline, "memory": memory_chart.render_memory}
 
 
 class _Registry(dict):
     """Shortcode kind -> renderer; the figure renderers load matplotlib on first use."""
 
-    FIGURES = ("chart", "timeline", "roofline")
+    FIGURES = ("chart", "timeline", "roofline", "memory")
 
     def get(self, kind, default=None):
         if kind in self.FIGURES and kind not in self:

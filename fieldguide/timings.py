@@ -386,10 +386,12 @@ def format_number(value: float) -> str:
 
 
 def format_bytes(nbytes: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes:g} B"
+    """1 KiB, 1.5 GiB, 256 MiB: three significant digits at most, no scientific notation."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1)):
+        if nbytes >= scale or unit == "B":
+            value = nbytes / scale
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+    raise AssertionError("unreachable")
 
 
 UNITS: dict[str, Callable[[float], str]] = {

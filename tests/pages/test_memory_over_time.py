@@ -5,11 +5,9 @@ plain Python, checked on the CPU with made-up events.
 """
 
 import pickle
-import re
 
 import pytest
 
-from fieldguide import ROOT
 from snippets.memory import memory_over_time as module  # importable without a GPU
 
 SNIPPET = "snippets/memory/memory_over_time.py"
@@ -134,28 +132,6 @@ def test_the_peak_is_where_the_forward_pass_ends(recorded):
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
 
 CLAIMS = {}
-
-
-def draft_chapter(folder="memory/"):
-    """Whether mkdocs.yml's draft_docs still lists the chapter (written, not yet measured)."""
-    block = re.search(r"^draft_docs: \|\n((?:[ \t]+\S.*\n)+)",
-                      (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
-    return bool(block) and folder in block[1].split()
-
-
-@pytest.fixture
-def measured(measured):
-    """Every run that measured the names; while the chapter is a draft and no run has
-    measured them yet, a skip that says so (out of draft, a missing run fails)."""
-    def runs(*names):
-        try:
-            return measured(*names)
-        except pytest.fail.Exception:
-            if draft_chapter():
-                pytest.skip("docs/memory/ is a draft (mkdocs.yml draft_docs): not measured yet")
-            raise
-
-    return runs
 
 
 STEP = "memory_over_time.training_step"

@@ -5,11 +5,8 @@ the CPU too (with small models: the page's model is slow on a CPU); peak memory 
 allocator counters, so those claims are GPU tests.
 """
 
-import re
 
 import pytest
-
-from fieldguide import ROOT
 
 pytestmark = pytest.mark.snippet("snippets/memory/needing_less_memory.py")
 
@@ -253,28 +250,6 @@ def test_checkpointing_costs_less_than_the_pages_bound_in_time(snippet):
 
 
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
-
-def draft_chapter(folder="memory/"):
-    """Whether mkdocs.yml's draft_docs still lists the chapter (written, not yet measured)."""
-    block = re.search(r"^draft_docs: \|\n((?:[ \t]+\S.*\n)+)",
-                      (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
-    return bool(block) and folder in block[1].split()
-
-
-@pytest.fixture
-def measured(measured):
-    """Every run that measured the names; while the chapter is a draft and no run has
-    measured them yet, a skip that says so (out of draft, a missing run fails)."""
-    def runs(*names):
-        try:
-            return measured(*names)
-        except pytest.fail.Exception:
-            if draft_chapter():
-                pytest.skip("docs/memory/ is a draft (mkdocs.yml draft_docs): not measured yet")
-            raise
-
-    return runs
-
 
 STEP = "needing_less_memory.step[{}]"
 FORWARD = "needing_less_memory.forward[{}]"

@@ -15,8 +15,6 @@ import weakref
 
 import pytest
 
-from fieldguide import ROOT
-
 SNIPPET = "snippets/memory/out_of_memory_errors.py"
 on_gpu = pytest.mark.snippet(SNIPPET)
 MiB, GiB = 2**20, 2**30
@@ -204,28 +202,6 @@ def test_this_pytorch_honours_the_new_name_and_still_the_old_one(growing):
 
 
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
-
-def draft_chapter(folder="memory/"):
-    """Whether mkdocs.yml's draft_docs still lists the chapter (written, not yet measured)."""
-    block = re.search(r"^draft_docs: \|\n((?:[ \t]+\S.*\n)+)",
-                      (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
-    return bool(block) and folder in block[1].split()
-
-
-@pytest.fixture
-def measured(measured):
-    """Every run that measured the names; while the chapter is a draft and no run has
-    measured them yet, a skip that says so (out of draft, a missing run fails)."""
-    def runs(*names):
-        try:
-            return measured(*names)
-        except pytest.fail.Exception:
-            if draft_chapter():
-                pytest.skip("docs/memory/ is a draft (mkdocs.yml draft_docs): not measured yet")
-            raise
-
-    return runs
-
 
 GROWING = "out_of_memory_errors.growing_batches[{}]"
 

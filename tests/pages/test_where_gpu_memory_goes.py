@@ -1,11 +1,9 @@
 """Claims of docs/memory/where-gpu-memory-goes.md (the snippet needs CUDA: GPU tests, marked
 one by one, except the old names' warning and the checks of the recorded runs at the end)."""
 
-import re
 
 import pytest
 
-from fieldguide import ROOT
 from snippets.memory import where_gpu_memory_goes as module  # importable without a GPU
 
 on_gpu = pytest.mark.snippet("snippets/memory/where_gpu_memory_goes.py")
@@ -173,28 +171,6 @@ def test_empty_cache_returns_the_cached_block_but_not_the_context(fresh):
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
 
 CLAIMS = {}
-
-
-def draft_chapter(folder="memory/"):
-    """Whether mkdocs.yml's draft_docs still lists the chapter (written, not yet measured)."""
-    block = re.search(r"^draft_docs: \|\n((?:[ \t]+\S.*\n)+)",
-                      (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
-    return bool(block) and folder in block[1].split()
-
-
-@pytest.fixture
-def measured(measured):
-    """Every run that measured the names; while the chapter is a draft and no run has
-    measured them yet, a skip that says so (out of draft, a missing run fails)."""
-    def runs(*names):
-        try:
-            return measured(*names)
-        except pytest.fail.Exception:
-            if draft_chapter():
-                pytest.skip("docs/memory/ is a draft (mkdocs.yml draft_docs): not measured yet")
-            raise
-
-    return runs
 
 
 FRESH = "where_gpu_memory_goes.fresh_process"
