@@ -122,8 +122,9 @@ def test_exercise_3_padding_does_not_change_the_loss(snippet):
         expected = F.cross_entropy(plain(tokens), targets)
         got = F.cross_entropy(padded(tokens)[:, : snippet.VOCAB], targets)
         unsliced = F.cross_entropy(padded(tokens), targets)
-    torch.testing.assert_close(got, expected)
-    assert unsliced != expected, "the padded classes would enter the loss without the slice"
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)  # kernels may differ
+    assert not torch.isclose(unsliced, expected, rtol=1e-5, atol=1e-5), \
+        "the padded classes would enter the loss without the slice"
 
 
 def test_exercise_3_both_steps_train(snippet):

@@ -166,16 +166,22 @@ def test_training_learns(curves):
 
 @pytest.mark.parametrize("variant", ["tf32", "bf16", "fp16"])
 def test_loss_curves_of_the_four_variants_agree(curves, variant):
-    gap = ((curves[variant] - curves["fp32"]).abs() / curves["fp32"]).max().item()
+    gap = relative_gap(curves[variant], curves["fp32"])
     assert gap < CLAIMS["loss_gap"], (variant, gap)
     assert torch.isfinite(curves[variant]).all()
 
 
+def relative_gap(curve, reference):
+    return ((curve - reference).abs() / reference).max().item()
+
+
 def test_curves_are_reproducible_so_the_agreement_means_something(snippet, curves):
-    assert torch.equal(snippet.train("fp32", snippet.STEPS), curves["fp32"])
+    # Not bit for bit on a GPU: attention's and the embedding's backward passes may add in
+    # any order there. A repeat must still agree far more closely than the variants must.
+    again = snippet.train("fp32", snippet.STEPS)
+    assert relative_gap(again, curves["fp32"]) < CLAIMS["loss_gap"] / 10
     other_seed = snippet.train("fp32", snippet.STEPS, seed=1)
-    gap = ((other_seed - curves["fp32"]).abs() / curves["fp32"]).max().item()
-    assert gap > 0  # a different start gives a different curve
+    assert relative_gap(other_seed, curves["fp32"]) > 0  # another start, another curve
 
 
 def test_the_tf32_variant_restores_the_setting(snippet):
