@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 
-from fieldguide.charts import PALETTE, THEMES, _svg, _themed  # charts selects the Agg backend
+from fieldguide import charts  # selects matplotlib's Agg backend before anything draws
+from fieldguide.charts import PALETTE
 from fieldguide.timings import Record, TimingError
 
 DATASHEETS = Path(__file__).with_name("datasheets.toml")
@@ -272,8 +273,9 @@ def _draw_cited(ax, fig, bandwidth: float, peaks: list[float], lo: float, hi: fl
 
 
 def draw(bandwidth: float, roofs: list[Roof], points: list[Point],
-         title: str | None = None, datasheet: Datasheet | None | object = _AUTO) -> dict[str, str]:
-    """A log-log roofline with one compute roof per entry of `roofs`. Returns {"light", "dark"} SVGs.
+         title: str | None = None, datasheet: Datasheet | None | object = _AUTO
+         ) -> dict[str, dict[str, str]]:
+    """A log-log roofline with one compute roof per entry of `roofs`: {theme: {layout: svg}}.
 
     Where the GPU has a datasheet (looked up from the roofs unless given), its memory roof and
     the compute roofs of the same precisions are drawn dotted beside the measured ones.
@@ -294,57 +296,65 @@ def draw(bandwidth: float, roofs: list[Roof], points: list[Point],
     for p in points:
         groups[p.group].append(p)
 
-    svgs = {}
-    for theme, colors in THEMES.items():
-        with _themed(colors):
-            fig, ax = plt.subplots(figsize=(7.5, 4.8))
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlim(lo, hi)
-            low_rate = min([p.flops_per_s for p in points] + [bandwidth * lo])
-            ax.set_ylim(low_rate / 3, peak * 3)
-            ax.set_xlabel("arithmetic intensity (flop/byte)")
-            ax.set_ylabel("rate (flop/s)")
-            if title:
-                ax.set_title(title, color=colors["text"])
-            ax.grid(True, color=colors["grid"], linewidth=0.6)
-            # The memory roof, up to the highest compute roof, labelled along its slope.
-            top = roofs[-1].flops_per_s
-            ax.plot([lo, ridge(bandwidth, top)], [bandwidth * lo, top], color=colors["text"],
-                    linewidth=1.6)
-            fig.tight_layout()
-            x0 = math.sqrt(lo * ridge(bandwidth, roofs[0].flops_per_s))
-            (ax0, ay0), (ax1, ay1) = ax.transData.transform([(x0, bandwidth * x0),
-                                                             (2 * x0, 2 * bandwidth * x0)])
-            ax.text(x0, bandwidth * x0 * 1.5, f"memory {bandwidth / 1e9:.4g} GB/s", fontsize=9,
-                    rotation=math.degrees(math.atan2(ay1 - ay0, ax1 - ax0)), rotation_mode="anchor",
-                    ha="center", va="bottom", color=colors["text"])
-            # One flat compute roof per precision, from where it meets the memory roof; roofs
-            # within 25% of each other share one label.
-            for k, roof in enumerate(roofs):
-                ax.plot([ridge(bandwidth, roof.flops_per_s), hi], [roof.flops_per_s] * 2,
-                        color=colors["text"], linewidth=1.2,
-                        linestyle="-" if k == len(roofs) - 1 else "--")
-            labels = []
-            for cluster in _clusters(roofs):
-                text = " · ".join(f"{r.label} {format_rate(r.flops_per_s)}" for r in cluster)
-                labels.append(ax.text(hi / 1.15, cluster[-1].flops_per_s * 1.08, text, ha="right",
-                                      va="bottom", fontsize=9, color=colors["text"]))
-            if cited:
-                _draw_cited(ax, fig, cited_bandwidth, cited, lo, hi, labels, colors,
-                            f"datasheet peaks ({sheet.product})")
-            roof_labels = {r.label for r in roofs}
-            for i, (group, members) in enumerate(sorted(groups.items())):
-                color = PALETTE[i % len(PALETTE)]
-                members.sort(key=lambda p: p.intensity)
-                ax.scatter([p.intensity for p in members], [p.flops_per_s for p in members],
-                           color=color, s=28, zorder=3, label=group)
-                for p in members:
-                    if p.label and p.label not in roof_labels:  # a roof's own point is named by the roof
-                        ax.annotate(p.label, (p.intensity, p.flops_per_s), textcoords="offset points",
-                                    xytext=(6, -10), fontsize=8, color=color)
-            legend = ax.legend(frameon=False, fontsize=9, loc="lower right")
-            for text in legend.get_texts():
-                text.set_color(colors["text"])
-            svgs[theme] = _svg(fig)
-    return svgs
+    def plot(ax, colors, layout):
+        fig = ax.figure
+        narrow = layout == "narrow"
+        small = charts.FONT_PT - 2  # roof and point labels: smaller than the axes', still legible
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        low_rate = min([p.flops_per_s for p in points] + [bandwidth * lo])
+        ax.set_ylim(low_rate / 3, peak * 3)
+        ax.xaxis.set_major_formatter(FuncFormatter(charts.tick))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: charts.tick(v / 1e12)))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: ""))
+        ax.set_xlabel("arithmetic intensity (flop/byte)")
+        ax.set_ylabel("rate (TFLOP/s)")
+        # The memory roof, up to the highest compute roof, labelled along its slope.
+        top = roofs[-1].flops_per_s
+        ax.plot([lo, ridge(bandwidth, top)], [bandwidth * lo, top], color=colors["text"],
+                linewidth=1.6)
+        fig.tight_layout()
+        x0 = math.sqrt(lo * ridge(bandwidth, roofs[0].flops_per_s))
+        (ax0, ay0), (ax1, ay1) = ax.transData.transform([(x0, bandwidth * x0),
+                                                         (2 * x0, 2 * bandwidth * x0)])
+        ax.text(x0, bandwidth * x0 * 1.5, f"memory {bandwidth / 1e9:.4g} GB/s", fontsize=small,
+                rotation=math.degrees(math.atan2(ay1 - ay0, ax1 - ax0)), rotation_mode="anchor",
+                ha="center", va="bottom", color=colors["text"])
+        # One flat compute roof per precision, from where it meets the memory roof; roofs
+        # within 25% of each other share one label.
+        for k, roof in enumerate(roofs):
+            ax.plot([ridge(bandwidth, roof.flops_per_s), hi], [roof.flops_per_s] * 2,
+                    color=colors["text"], linewidth=1.2,
+                    linestyle="-" if k == len(roofs) - 1 else "--")
+        labels = []
+        for cluster in _clusters(roofs):
+            # On a phone, names only: the rates are in the table under the figure.
+            text = " · ".join(r.label if narrow else f"{r.label} {format_rate(r.flops_per_s)}"
+                              for r in cluster)
+            labels.append(ax.text(hi / 1.15, cluster[-1].flops_per_s * 1.08, text, ha="right",
+                                  va="bottom", fontsize=small, color=colors["text"]))
+        if cited:
+            _draw_cited(ax, fig, cited_bandwidth, cited, lo, hi, labels, colors,
+                        f"datasheet peaks ({sheet.product})")
+        roof_labels = {r.label for r in roofs}
+        for i, (group, members) in enumerate(sorted(groups.items())):
+            color = PALETTE[i % len(PALETTE)]
+            members.sort(key=lambda p: p.intensity)
+            ax.scatter([p.intensity for p in members], [p.flops_per_s for p in members],
+                       color=color, s=28, zorder=3, label=group)
+            if narrow:
+                continue  # too crowded on a phone: the legend and the table name them
+            for p in members:
+                if p.label and p.label not in roof_labels:  # a roof's own point is named by the roof
+                    ax.annotate(p.label, (p.intensity, p.flops_per_s), textcoords="offset points",
+                                xytext=(6, -10), fontsize=small, color=color)
+        if narrow:
+            legend = ax.legend(frameon=False, fontsize=small, loc="upper center",
+                               bbox_to_anchor=(0.5, -0.22), ncol=1)
+        else:
+            legend = ax.legend(frameon=False, fontsize=small, loc="lower right")
+        for text in legend.get_texts():
+            text.set_color(colors["text"])
+
+    return charts._both_themes(plot, title, {"wide": (7.5, 4.8), "narrow": (4.3, 5.2)})

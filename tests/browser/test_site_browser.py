@@ -511,3 +511,68 @@ def test_copy_button_copies_the_code_shown(context, site):
         f"{where} matches no section of any module in snippets/ (fieldguide.snippets.sections); "
         f"copied:\n{copied}"
     )
+
+
+# --- Charts: drawn, fitting, legible, in human units --------------------------------------------
+
+# The smallest text in a chart, in CSS pixels as displayed: below this it is hard to read.
+MIN_CHART_TEXT_PX = {"desktop": 11, "phone": 9}
+SCIENTIFIC = re.compile(r"\d[eE][+-]?\d|×\s*10|10\^|\$\\mathdefault")
+
+CHART_FACTS = """() => [...document.querySelectorAll('figure.timing-chart img')]
+    .filter(img => img.getBoundingClientRect().width > 0)      // the other theme's is hidden
+    .map(img => ({src: img.currentSrc, complete: img.complete, natural: img.naturalWidth,
+                  width: img.getBoundingClientRect().width,
+                  room: img.closest('figure').parentElement.getBoundingClientRect().width}))"""
+
+
+def _svg_text_facts(svg: str) -> tuple[float, float, list[str]]:
+    """(drawing width in CSS px, smallest font size in its own units, the texts)."""
+    width_pt = float(re.search(r'<svg[^>]*\swidth="([\d.]+)pt"', svg)[1])
+    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) [\d.]+"', svg)[1])
+    sizes = [float(s) for s in re.findall(r"font-size:\s*([\d.]+)px", svg)]
+    texts = [re.sub(r"<[^>]+>", "", t) for t in re.findall(r"<text[^>]*>(.*?)</text>", svg, re.S)]
+    # One unit of the drawing is width_pt * 4/3 / view_width CSS px at its natural size.
+    return width_pt * 4 / 3, min(sizes) * (width_pt * 4 / 3) / view_width, texts
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("viewport", list(VIEWPORTS), ids=list(VIEWPORTS))
+def test_charts_are_drawn_fitting_and_legible(browser, site, viewport):
+    """Every chart on every page: loaded, no wider than its column, the drawing for this width
+    (phone-width drawings on phones), its smallest text legible, no scientific notation."""
+    import urllib.request
+
+    context, off_site = _open_context(browser, site, VIEWPORTS[viewport])
+    problems, charts_seen = [], 0
+    try:
+        page = context.new_page()
+        for built in site.pages:
+            page.goto(built.url, wait_until="networkidle")
+            for chart in page.evaluate(CHART_FACTS):
+                charts_seen += 1
+                where = f"{built.url}: {chart['src'].rsplit('/', 1)[-1]}"
+                if not chart["complete"] or chart["natural"] == 0:
+                    problems.append(f"{where}: not loaded")
+                    continue
+                if chart["width"] > chart["room"] + 1:
+                    problems.append(f"{where}: {chart['width']:.0f} px wide in {chart['room']:.0f} px")
+                narrow = "-narrow.svg" in chart["src"]
+                if narrow != (viewport == "phone"):
+                    problems.append(f"{where}: the {'phone' if narrow else 'desktop'} drawing "
+                                    f"shown at {viewport} width")
+                svg = urllib.request.urlopen(chart["src"], timeout=10).read().decode()
+                natural_px, smallest, texts = _svg_text_facts(svg)
+                shown = smallest * chart["width"] / natural_px
+                if shown < MIN_CHART_TEXT_PX[viewport]:
+                    problems.append(f"{where}: text as small as {shown:.1f} px "
+                                    f"(at least {MIN_CHART_TEXT_PX[viewport]} px)")
+                odd = [t for t in texts if SCIENTIFIC.search(t)]
+                if odd:
+                    problems.append(f"{where}: scientific notation in {odd[:3]}")
+        page.close()
+    finally:
+        context.close()
+    assert charts_seen, "no chart found on any page: the test would check nothing"
+    assert not off_site, off_site
+    assert not problems, f"at {viewport} width:\n" + "\n".join(problems)

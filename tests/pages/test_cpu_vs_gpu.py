@@ -186,8 +186,9 @@ def test_roofline_draws_light_and_dark_svgs_and_a_table():
     roofs = [roofline.roof_of(FP32), roofline.roof_of(BF16)]
     points = roofline.points_of([TRIAD, SMALL])
     svgs = roofline.draw(3e12, roofs, points, title="fake")
-    assert set(svgs) == {"light", "dark"} and all(s.lstrip().startswith("<?xml") for s in svgs.values())
-    assert "fp32 50 TFLOP/s" in svgs["light"] and "memory 3000 GB/s" in svgs["dark"]
+    assert set(svgs) == {"light", "dark"} and all(set(v) == {"wide", "narrow"} for v in svgs.values())
+    assert all(svg.lstrip().startswith("<?xml") for v in svgs.values() for svg in v.values())
+    assert "fp32 50 TFLOP/s" in svgs["light"]["wide"] and "memory 3000 GB/s" in svgs["dark"]["narrow"]
     table = roofline.summary_markdown(3e12, roofs, points)
     assert "Memory roof 3000 GB/s" in table and "ridge at 16.7 flop/byte" in table
     assert "| `t.mm[32]` | 5.33 | 6.55 GFLOP/s | fp32 | 0.041% | memory |" in table
@@ -222,7 +223,8 @@ def test_roofline_sets_measured_ceilings_beside_the_datasheet():
     # a point's share of the datasheet roofline: the triad is memory-bound, 0.5 / (3.35 / 6)
     assert "| `t.triad` | 0.167 | 0.5 TFLOP/s | – | 100% | 90% | memory |" in table
     svgs = roofline.draw(3e12, roofs, points)
-    assert all("datasheet peaks (NVIDIA H100 SXM5 80 GB)" in svg for svg in svgs.values())
+    assert all("datasheet peaks (NVIDIA H100 SXM5 80 GB)" in svg
+               for v in svgs.values() for svg in v.values())
     # roofs measured on GPUs without a datasheet (or on two different GPUs) get none
     assert roofline.datasheet_of([roofline.Roof("fp32", 1.0, "Fake GPU 9000")]) is None
     assert roofline.datasheet_of([roofline.Roof("a", 1.0, H100), roofline.Roof("b", 1.0, "x")]) is None
