@@ -1,11 +1,8 @@
 """Claims of docs/precision/activations.md."""
 
-import re
 
 import pytest
 import torch
-
-from fieldguide import ROOT
 
 pytestmark = pytest.mark.snippet("snippets/precision/activations.py")
 
@@ -15,19 +12,6 @@ CLAIMS = {
     "spread": 1.3,          # slowest activation over fastest, forward + backward
     "fusion_speedup": 2.0,  # torch.compile's one kernel over the three eager ones
 }
-
-
-def chapter_is_draft(chapter="precision/"):
-    """mkdocs.yml lists a chapter in draft_docs until the timing run has measured it."""
-    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    block = re.search(r"^draft_docs:\s*\|\n((?:[ \t]+\S.*\n)+)", text, re.M)
-    return bool(block) and chapter in block[1].split()
-
-
-# Claims about the timing runs wait for the chapter's first run: skipped while the chapter is a
-# draft, they fail (no run measured them) once it is in the nav.
-measured_claim = pytest.mark.skipif(chapter_is_draft(), reason="precision/ is a draft in "
-                                    "mkdocs.yml: not measured yet")
 
 
 @pytest.mark.parametrize("name", ["relu", "gelu", "silu", "tanh", "sigmoid"])
@@ -106,7 +90,6 @@ def test_fusion_beats_the_choice_of_activation(snippet):
 ACTIVATION_NAMES = ["relu", "gelu", "silu", "tanh", "sigmoid"]
 
 
-@measured_claim
 def test_activations_are_memory_bound_and_alike_in_every_run(measured):
     names = [f"activations.forward_backward[{a}]" for a in ACTIVATION_NAMES]
     for run in measured("activations.copy", *names):
@@ -118,7 +101,6 @@ def test_activations_are_memory_bound_and_alike_in_every_run(measured):
         assert max(times) / min(times) <= CLAIMS["spread"], (run, times)
 
 
-@measured_claim
 def test_fusion_matters_more_than_the_choice_in_every_run(measured):
     eager_relu, eager_gelu, compiled = (f"activations.fusion[{case}]" for case in
                                         ("eager-relu", "eager-gelu", "compiled-gelu"))

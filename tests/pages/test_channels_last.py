@@ -1,30 +1,15 @@
 """Claims of docs/precision/channels-last.md."""
 
-import re
 
 import pytest
 import torch
 import torch.nn as nn
-
-from fieldguide import ROOT
 
 pytestmark = pytest.mark.snippet("snippets/precision/channels_last.py")
 
 # The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
 CLAIMS = {"channels_last_speedup": 1.1}  # NHWC training step over NCHW, bf16 autocast
 
-
-def chapter_is_draft(chapter="precision/"):
-    """mkdocs.yml lists a chapter in draft_docs until the timing run has measured it."""
-    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    block = re.search(r"^draft_docs:\s*\|\n((?:[ \t]+\S.*\n)+)", text, re.M)
-    return bool(block) and chapter in block[1].split()
-
-
-# Claims about the timing runs wait for the chapter's first run: skipped while the chapter is a
-# draft, they fail (no run measured them) once it is in the nav.
-measured_claim = pytest.mark.skipif(chapter_is_draft(), reason="precision/ is a draft in "
-                                    "mkdocs.yml: not measured yet")
 
 SPATIAL = ("Conv2d", "BatchNorm2d", "ReLU")
 
@@ -106,7 +91,6 @@ def test_channels_last_is_faster_live(snippet):
 
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) --------
 
-@measured_claim
 def test_channels_last_speedup_in_every_run(measured):
     nchw, nhwc = (f"channels_last.train_step[{k}]" for k in ("contiguous", "channels_last"))
     for run in measured(nchw, nhwc):

@@ -1,13 +1,10 @@
 """Claims of docs/precision/exercises.md: every solution is correct, and faster where measured."""
 
-import re
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-from fieldguide import ROOT
 
 pytestmark = pytest.mark.snippet("snippets/precision/exercises.py")
 
@@ -19,19 +16,6 @@ CLAIMS = {
     "loop_speedup": 1.5,
     "loss_gap": 0.03,  # the mixed-precision loop's losses within 3 % of the float32 loop's
 }
-
-
-def chapter_is_draft(chapter="precision/"):
-    """mkdocs.yml lists a chapter in draft_docs until the timing run has measured it."""
-    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    block = re.search(r"^draft_docs:\s*\|\n((?:[ \t]+\S.*\n)+)", text, re.M)
-    return bool(block) and chapter in block[1].split()
-
-
-# Claims about the timing runs wait for the chapter's first run: skipped while the chapter is a
-# draft, they fail (no run measured them) once it is in the nav.
-measured_claim = pytest.mark.skipif(chapter_is_draft(), reason="precision/ is a draft in "
-                                    "mkdocs.yml: not measured yet")
 
 
 def linears(model):
@@ -209,7 +193,6 @@ PAIRS = {"mlp": ("before", "after"), "loader": ("before", "after"),
          "tokens": ("before", "after"), "loop": ("fp32", "mixed")}
 
 
-@measured_claim
 @pytest.mark.parametrize("exercise", list(PAIRS))
 def test_every_solution_is_faster_in_every_run(measured, exercise):
     before, after = (f"exercises.{exercise}[{v}]" for v in PAIRS[exercise])

@@ -5,12 +5,9 @@ CPU with PyTorch's own kernels in CI, on a GPU of compute capability 8.9 or newe
 GPU every test here is skipped with the reason the page shows.
 """
 
-import re
 
 import pytest
 import torch
-
-from fieldguide import ROOT
 
 pytestmark = pytest.mark.snippet("snippets/precision/fp8.py")
 
@@ -19,19 +16,6 @@ CLAIMS = {
     "fp8_speedup_over_bf16": 1.3,  # pre-quantized fp8 product over bf16 at 8192
     "fp8_error_over_bf16": 4,      # fp8's error at least this many times bf16's
 }
-
-
-def chapter_is_draft(chapter="precision/"):
-    """mkdocs.yml lists a chapter in draft_docs until the timing run has measured it."""
-    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    block = re.search(r"^draft_docs:\s*\|\n((?:[ \t]+\S.*\n)+)", text, re.M)
-    return bool(block) and chapter in block[1].split()
-
-
-# Claims about the timing runs wait for the chapter's first run: skipped while the chapter is a
-# draft, they fail (no run measured them) once it is in the nav.
-measured_claim = pytest.mark.skipif(chapter_is_draft(), reason="precision/ is a draft in "
-                                    "mkdocs.yml: not measured yet")
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +102,6 @@ def test_fp8_is_faster_than_bf16_on_the_gpu(fp8):
 
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) --------
 
-@measured_claim
 def test_fp8_speed_and_error_in_every_run(measured, snippet):
     bf16, fp8, quantize = (f"fp8.matmul[{k}]" for k in ("bf16", "fp8", "fp8-quantize"))
     for run in measured(bf16, fp8, quantize):

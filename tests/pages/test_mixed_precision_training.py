@@ -5,13 +5,10 @@ GradScaler in CI, CUDA on the GPU); the speed and memory of the four variants ne
 are checked against every recorded run.
 """
 
-import re
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-from fieldguide import ROOT
 
 pytestmark = pytest.mark.snippet("snippets/precision/mixed_precision_training.py")
 
@@ -24,18 +21,6 @@ CLAIMS = {
     "loss_drop": 0.95,      # the last loss at most this share of the first: it learns
 }
 
-
-def chapter_is_draft(chapter="precision/"):
-    """mkdocs.yml lists a chapter in draft_docs until the timing run has measured it."""
-    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    block = re.search(r"^draft_docs:\s*\|\n((?:[ \t]+\S.*\n)+)", text, re.M)
-    return bool(block) and chapter in block[1].split()
-
-
-# Claims about the timing runs wait for the chapter's first run: skipped while the chapter is a
-# draft, they fail (no run measured them) once it is in the nav.
-measured_claim = pytest.mark.skipif(chapter_is_draft(), reason="precision/ is a draft in "
-                                    "mkdocs.yml: not measured yet")
 
 LOW = [torch.bfloat16, torch.float16]
 
@@ -225,7 +210,6 @@ STEP = "mixed_precision_training.train_step[{}]".format
 VARIANTS = ["fp32", "tf32", "bf16", "fp16"]
 
 
-@measured_claim
 def test_reduced_precision_steps_are_faster_in_every_run(measured):
     for run in measured(*(STEP(v) for v in VARIANTS)):
         fp32 = run.value(STEP("fp32"))
@@ -234,7 +218,6 @@ def test_reduced_precision_steps_are_faster_in_every_run(measured):
             assert speedup >= CLAIMS[f"{variant}_speedup_over_fp32"], (run, variant, speedup)
 
 
-@measured_claim
 def test_autocast_needs_less_memory_in_every_run(measured):
     for run in measured(*(STEP(v) for v in VARIANTS)):
         fp32 = run.value(STEP("fp32"), "peak_memory_gib")
@@ -242,7 +225,6 @@ def test_autocast_needs_less_memory_in_every_run(measured):
             assert run.value(STEP(variant), "peak_memory_gib") < fp32, (run, variant)
 
 
-@measured_claim
 def test_final_losses_agree_in_every_run(measured):
     for run in measured(*(STEP(v) for v in VARIANTS)):
         fp32 = run.value(STEP("fp32"), "final_loss")
@@ -251,7 +233,6 @@ def test_final_losses_agree_in_every_run(measured):
             assert gap < CLAIMS["loss_gap"], (run, variant, gap)
 
 
-@measured_claim
 def test_recorded_autocast_dtypes_in_every_run(measured):
     for run in measured(STEP("bf16"), STEP("fp16")):
         for variant, low in (("bf16", "bfloat16"), ("fp16", "float16")):

@@ -4,12 +4,9 @@ Accuracy and padding are checked on any device; TF32 and the speed of shapes nee
 with margin) and are checked against every recorded run (the page's numbers).
 """
 
-import re
 
 import pytest
 import torch
-
-from fieldguide import ROOT
 
 pytestmark = pytest.mark.snippet("snippets/precision/tensor_cores_and_shapes.py")
 
@@ -21,19 +18,6 @@ CLAIMS = {
     "tf32_speedup": 2.0,           # TF32 over full float32 at 8192
     "tf32_error_ratio": 30,        # TF32's error at least this many times float32's
 }
-
-
-def chapter_is_draft(chapter="precision/"):
-    """mkdocs.yml lists a chapter in draft_docs until the timing run has measured it."""
-    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    block = re.search(r"^draft_docs:\s*\|\n((?:[ \t]+\S.*\n)+)", text, re.M)
-    return bool(block) and chapter in block[1].split()
-
-
-# Claims about the timing runs wait for the chapter's first run: skipped while the chapter is a
-# draft, they fail (no run measured them) once it is in the nav.
-measured_claim = pytest.mark.skipif(chapter_is_draft(), reason="precision/ is a draft in "
-                                    "mkdocs.yml: not measured yet")
 
 
 def error_size(snippet):
@@ -129,7 +113,6 @@ def test_tf32_is_faster_than_full_float32(snippet):
 SWEEP = range(8184, 8201)
 
 
-@measured_claim
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_odd_sizes_are_slower_than_8192_in_every_run(measured, precision):
     name = f"tensor_cores_and_shapes.sweep[{precision}-{{}}]".format
@@ -139,7 +122,6 @@ def test_odd_sizes_are_slower_than_8192_in_every_run(measured, precision):
             assert slowdown >= CLAIMS["odd_slowdown"], (run, precision, odd, slowdown)
 
 
-@measured_claim
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_8192_is_within_reach_of_the_fastest_size_in_every_run(measured, precision):
     names = [f"tensor_cores_and_shapes.sweep[{precision}-{n}]" for n in SWEEP]
@@ -149,7 +131,6 @@ def test_8192_is_within_reach_of_the_fastest_size_in_every_run(measured, precisi
         assert share >= CLAIMS["fastest_share_at_8192"], (run, precision, share)
 
 
-@measured_claim
 @pytest.mark.parametrize("case", ["fp16-8191", "bf16-8191", "fp16-8193"])
 def test_padding_beats_the_odd_size_in_every_run(measured, case):
     plain, padded = (f"tensor_cores_and_shapes.{kind}[{case}]" for kind in ("sweep", "padded"))
@@ -158,7 +139,6 @@ def test_padding_beats_the_odd_size_in_every_run(measured, case):
         assert speedup >= CLAIMS["padded_speedup"], (run, case, speedup)
 
 
-@measured_claim
 def test_tf32_speed_and_every_precisions_error_in_every_run(measured, snippet):
     names = {p: f"tensor_cores_and_shapes.matmul[{p}]" for p in snippet.PRECISIONS}
     for run in measured(*names.values()):
