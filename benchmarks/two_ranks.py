@@ -20,6 +20,7 @@ staleness key, and GPUS_NEEDED keeps them off machines with fewer than two GPUs.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import inspect
@@ -88,6 +89,40 @@ def _resolve(module: str, file: str, name: str, cache: dict):
     return target
 
 
+# --- The training workload that the chapter's two-GPU benchmarks share ------------------------------
+# The MLP of the DDP page's script at a size where a step is real work: 8 layers of 4096 x 4096
+# (about 134 million parameters), bf16 autocast, Adam, 4096 samples per GPU in every step.
+
+WIDTH, DEPTH, BATCH_PER_GPU = 4096, 8, 4096
+
+
+def workload_model(seed: int = 0) -> torch.nn.Module:
+    from snippets.several_gpus.ddp_with_torchrun import make_model
+
+    torch.manual_seed(seed)
+    return make_model(features=WIDTH, width=WIDTH, depth=DEPTH)
+
+
+def workload_batch(on: torch.device, samples: int = BATCH_PER_GPU) -> tuple[torch.Tensor, torch.Tensor]:
+    return (torch.randn(samples, WIDTH, device=on), torch.randn(samples, 1, device=on))
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def peak_gib(on: torch.device) -> float:
+    torch.cuda.synchronize(on)
+    return torch.cuda.max_memory_allocated(on) / 2**30
+
+
+def everyones(value):
+    """[rank 0's value, rank 1's value]: an all_gather_object, so both ranks must call it."""
+    found = [None] * dist.get_world_size()
+    dist.all_gather_object(found, value)
+    return found
+
+
 class Pair:
     """Rank 0 here, rank 1 in a follower process; a context manager.
 
@@ -126,6 +161,7 @@ class Pair:
         try:
             if self.follower.poll() is None:
                 dist.broadcast_object_list([None], src=0, group=self.control)
+            gc.collect()  # models in reference cycles go while the group still exists
             dist.destroy_process_group()
         finally:
             try:
@@ -150,6 +186,8 @@ def follow(port: int, cpu: bool) -> int:
         except Exception:
             traceback.print_exc()
             return 1  # rank 0 then fails at its next announcement or collective
+    cache.clear()
+    gc.collect()
     dist.destroy_process_group()
     return 0
 

@@ -140,6 +140,28 @@ def load_checkpoint(path, model, optimizer, device):
 
 # --8<-- [start:main]
 import argparse
+import gc
+
+
+def train(args, device):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = wrap(make_model(), device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loader = make_loader(make_dataset(), args.batch_size)
+    first = 0
+    if args.checkpoint and os.path.exists(args.checkpoint):
+        first = load_checkpoint(args.checkpoint, model, optimizer, device)
+        if rank == 0:
+            print(f"resumed from {args.checkpoint} at epoch {first}")
+    for epoch in range(first, args.epochs):
+        loader.sampler.set_epoch(epoch)  # new order each epoch, same on all ranks
+        loss = train_epoch(model, loader, optimizer, device, args.accumulate)
+        if args.checkpoint:
+            save_checkpoint(args.checkpoint, model, optimizer, epoch)
+        if rank == 0:
+            print(f"epoch {epoch}: loss {loss:.4f} "
+                  f"({world} process(es), {device.type}, {dist.get_backend()})")
 
 
 def main(argv=None):
@@ -152,26 +174,10 @@ def main(argv=None):
 
     device = start()
     try:
-        rank, world = dist.get_rank(), dist.get_world_size()
-        torch.manual_seed(0)
-        model = wrap(make_model(), device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        loader = make_loader(make_dataset(), args.batch_size)
-        first = 0
-        if args.checkpoint and os.path.exists(args.checkpoint):
-            first = load_checkpoint(args.checkpoint, model, optimizer, device)
-            if rank == 0:
-                print(f"resumed from {args.checkpoint} at epoch {first}")
-        for epoch in range(first, args.epochs):
-            loader.sampler.set_epoch(epoch)  # new order each epoch, same on all ranks
-            loss = train_epoch(model, loader, optimizer, device, args.accumulate)
-            if args.checkpoint:
-                save_checkpoint(args.checkpoint, model, optimizer, epoch)
-            if rank == 0:
-                print(f"epoch {epoch}: loss {loss:.4f} "
-                      f"({world} process(es), {device.type}, {dist.get_backend()})")
+        train(args, device)  # the model and optimizer live, and die, in there
     finally:
-        dist.destroy_process_group()  # a clean exit: no hang, no warning
+        gc.collect()  # free DDP's reference cycles now, not while Python shuts down
+        dist.destroy_process_group()  # then leave the group: a clean exit
 
 
 if __name__ == "__main__":

@@ -1,0 +1,98 @@
+"""Benchmarks behind docs/several-gpus/ddp-with-torchrun.md: weak scaling from one GPU to two,
+per-GPU memory, and a profiler timeline of one DDP step (the all-reduce beside the backward pass).
+
+Needs two GPUs. The workload (benchmarks/two_ranks.py): an 8-layer MLP of 4096 x 4096, about 134
+million parameters, bf16 autocast, Adam, 4096 samples per GPU. Budget on two H200s: starting the
+follower and NCCL ~10 s, then 2 x (3 + 20) steps of a few milliseconds and one profiled step.
+"""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from benchmarks import two_ranks
+from snippets.several_gpus import ddp_timeline
+from snippets.several_gpus import ddp_with_torchrun as ddp
+
+pytestmark = pytest.mark.snippet("snippets/several_gpus/ddp_with_torchrun.py",
+                                 "snippets/several_gpus/ddp_timeline.py", "benchmarks/two_ranks.py")
+
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "step[1gpu]": "One GPU, no DDP: a training step of {batch_per_gpu} samples",
+    "step[2gpus]": "DDP on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",
+}
+WORDS = {}
+
+_state = {}  # this process's model, optimizer and batch (each rank has its own)
+
+
+def prepare(gpus):
+    """Build the workload on this rank's GPU (under DDP for two GPUs) and take a first step."""
+    device = torch.device("cuda", 0) if gpus == 1 else two_ranks.device()
+    model = two_ranks.workload_model().to(device)
+    if gpus == 2:
+        model = ddp.wrap(model, device)
+    _state.update(device=device, model=model, batch=two_ranks.workload_batch(device),
+                  optimizer=torch.optim.Adam(model.parameters()))
+    step()  # the first step creates Adam's state
+    torch.cuda.reset_peak_memory_stats(device)
+
+
+def step():
+    """One training step on this rank, waited for."""
+    _state["optimizer"].zero_grad(set_to_none=True)
+    ddp.forward_backward(_state["model"], *_state["batch"])
+    _state["optimizer"].step()
+    torch.cuda.synchronize(_state["device"])
+
+
+def profiled_step():
+    """One more step; rank 0 records its GPU timeline."""
+    if dist.is_initialized() and dist.get_rank() != 0:
+        return step()
+    return ddp_timeline.step_timeline(step)
+
+
+def release():
+    _state.clear()
+    torch.cuda.empty_cache()
+
+
+def peaks_and_release():
+    """Both ranks: every rank's peak memory since prepare(), then free the workload."""
+    peaks = two_ranks.everyones(two_ranks.peak_gib(_state["device"]))
+    release()
+    return peaks
+
+
+@pytest.fixture(scope="module")
+def pair():
+    with two_ranks.Pair() as running:
+        yield running
+
+
+@pytest.mark.parametrize("gpus", [1, 2], ids=["1gpu", "2gpus"])
+def bench_step(benchmark, request, gpus):
+    """Weak scaling: the same step per GPU on one GPU and on two; efficiency = t(1) / t(2)."""
+    benchmark.extra_info.update(gpus=gpus, batch_per_gpu=two_ranks.BATCH_PER_GPU)
+    if gpus == 1:
+        prepare(1)
+        benchmark.extra_info["parameters"] = two_ranks.parameter_count(_state["model"])
+        benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=20, warmup_rounds=3)
+        events = profiled_step()
+        peaks = [two_ranks.peak_gib(_state["device"])]
+        release()
+    else:
+        pair = request.getfixturevalue("pair")
+        pair.call(prepare, 2)
+        benchmark.extra_info["parameters"] = two_ranks.parameter_count(_state["model"])
+        benchmark.pedantic(step, setup=pair.announcer(step), rounds=20, warmup_rounds=3)
+        events = pair.call(profiled_step)
+        peaks = pair.call(peaks_and_release)
+    benchmark.extra_info.update(
+        {f"peak_gpu{rank}_gib": gib for rank, gib in enumerate(peaks)},
+        timeline=events,
+        overlap_ms=ddp_timeline.overlap_seconds(events) * 1e3,
+        all_reduce_ms=sum(e["duration"] for e in events if e["lane"] == "all-reduce") * 1e3,
+    )
