@@ -1,0 +1,59 @@
+"""Claims of docs/several-gpus/sharing-tensors-between-processes.md: CPU tensors everywhere (spawn
+and fork), CUDA tensors on a GPU."""
+
+import pytest
+import torch
+
+from snippets.several_gpus import sharing_tensors_between_processes as snippet
+from tests.helpers import run_python
+
+pytestmark = pytest.mark.snippet("snippets/several_gpus/sharing_tensors_between_processes.py")
+
+
+def test_spawn_for_a_script_fork_for_python_c():
+    assert snippet.start_method() == "spawn"  # pytest's __main__ is a file
+    code = ("from snippets.several_gpus.sharing_tensors_between_processes import start_method\n"
+            "print(start_method())")
+    result = run_python(["-c", code], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "fork"
+
+
+def test_forked_child_writes_to_its_own_copy_without_share_memory():
+    assert snippet.what_the_parent_sees("fork", share=False) == ([0.0] * 4, False)
+
+
+def test_share_memory_makes_a_forked_childs_writes_visible():
+    assert snippet.what_the_parent_sees("fork", share=True) == ([1.0] * 4, True)
+
+
+def test_spawn_moves_a_tensor_to_shared_memory_by_itself():
+    assert snippet.what_the_parent_sees("spawn", share=False) == ([1.0] * 4, True)
+
+
+def test_hogwild_processes_train_one_shared_model():
+    before, after = snippet.hogwild(workers=2, steps=100, method="fork")
+    assert after < 0.1 * before, (before, after)
+
+
+def test_a_failing_child_is_reported_by_its_exit_code():
+    assert snippet.run_in_children(snippet.add_one, [("not a tensor",)], "fork") == [1]
+
+
+# --- CUDA ----------------------------------------------------------------------------------------
+
+@pytest.mark.gpus(1)
+def test_a_spawned_child_reads_the_parents_cuda_tensors():
+    assert snippet.send_cuda_tensors(3) == [0.0, 1024.0, 2048.0]
+
+
+@pytest.mark.gpus(1)
+def test_a_spawned_child_writes_into_the_parents_gpu_memory():
+    tensor = torch.zeros(4, device="cuda")
+    assert snippet.run_in_children(snippet.add_one, [(tensor,)], "spawn") == [0]
+    assert tensor.tolist() == [1.0] * 4  # the same memory: no copy went either way
+
+
+@pytest.mark.gpus(1)
+def test_a_forked_child_cannot_use_cuda():
+    assert snippet.cuda_in_forked_child() == "Cannot re-initialize CUDA in forked subprocess"
