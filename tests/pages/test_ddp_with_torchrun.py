@@ -230,7 +230,13 @@ def rank_checks(out_dir):
     device = ddp.start()
     rank, world = dist.get_rank(), dist.get_world_size()
     on_gpu = device.type == "cuda"
-    tol = {"rtol": 3e-2, "atol": 1e-3} if on_gpu else {"rtol": 1e-5, "atol": 1e-6}  # bf16 on GPUs
+
+    def close(a, b):
+        """Equal to rounding: element by element in float32 on the CPU; on GPUs, where the
+        step runs under bf16 autocast, within 2 % of the whole vector's size."""
+        if on_gpu:
+            return bool((a - b).norm() <= 2e-2 * b.norm())
+        return torch.allclose(a, b, rtol=1e-5, atol=1e-6)
     seen = {}
 
     def gather(value):
@@ -252,7 +258,7 @@ def rank_checks(out_dir):
     alone = ddp.make_model().to(device)
     ddp.forward_backward(alone, x.to(device), y.to(device))  # the whole batch in one process
     reference = _flat_grads(alone)
-    seen["grads_match_full_batch"] = torch.allclose(grads, reference, **tol)
+    seen["grads_match_full_batch"] = close(grads, reference)
     seen["grad_max_diff"] = (grads - reference).abs().max().item()
     seen["grad_norm"] = grads.norm().item()
 
@@ -284,6 +290,7 @@ def rank_checks(out_dir):
         return default_hooks.allreduce_hook(None, bucket)
 
     model.register_comm_hook(None, counting_hook)
+    initial = torch.cat([p.detach().reshape(-1).float().cpu() for p in model.module.parameters()])
     ddp.forward_backward(model, *(t[:batch].to(device) for t in data.tensors))
     seen["allreduce_calls_per_sync"] = calls["n"]
     model.zero_grad(set_to_none=True)
@@ -295,9 +302,10 @@ def rank_checks(out_dir):
     alone = ddp.make_model().to(device)
     ddp.forward_backward(alone, *(t.to(device) for t in data.tensors))
     torch.optim.SGD(alone.parameters(), lr=0.05).step()
-    after = torch.cat([p.detach().reshape(-1).float() for p in model.module.parameters()])
-    expected = torch.cat([p.detach().reshape(-1).float() for p in alone.parameters()])
-    seen["accumulated_matches_big_batch"] = torch.allclose(after, expected, **tol)
+    after = torch.cat([p.detach().reshape(-1).float().cpu() for p in model.module.parameters()])
+    expected = torch.cat([p.detach().reshape(-1).float().cpu() for p in alone.parameters()])
+    # the step each took, accumulated under no_sync and in one go: the same step
+    seen["accumulated_matches_big_batch"] = close(after - initial, expected - initial)
     seen["accum_max_diff"] = (after - expected).abs().max().item()
 
     # Checkpoint: rank 0 writes after one step; every rank, changed on purpose, loads it

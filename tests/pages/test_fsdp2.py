@@ -106,7 +106,14 @@ def rank_checks(out_dir):
     device = fsdp2.start()
     rank = dist.get_rank()
     on_gpu = device.type == "cuda"
-    tol = {"rtol": 2e-2, "atol": 2e-3} if on_gpu else {"rtol": 1e-5, "atol": 1e-6}
+
+    def close(a, b):
+        """Equal to rounding: element by element on the CPU; on GPUs (bf16 autocast) within
+        2 % of the whole tensor's size."""
+        a, b = a.float(), b.float()
+        if on_gpu:
+            return bool((a - b).norm() <= 2e-2 * b.norm())
+        return torch.allclose(a, b, rtol=1e-5, atol=1e-6)
     seen = {}
 
     def full(model):
@@ -141,8 +148,8 @@ def rank_checks(out_dir):
     ddp_state = {k: v.detach().cpu() for k, v in replicated.module.state_dict().items()}
     diffs = [(fsdp_state[k].float() - ddp_state[k].float()).abs().max().item() for k in ddp_state]
     seen["max_diff_to_ddp"] = max(diffs)
-    seen["same_as_ddp"] = all(torch.allclose(fsdp_state[k].float(), ddp_state[k].float(), **tol)
-                              for k in ddp_state)
+    seen["same_as_ddp"] = all(close(fsdp_state[k] - initial[k], ddp_state[k] - initial[k])
+                              for k in ddp_state)  # the same change from the same start
     seen["changed_by_training"] = any(not torch.equal(initial[k], ddp_state[k]) for k in initial)
 
     # sharded checkpoint: save, spoil every rank's shards, find the newest, load
@@ -169,7 +176,7 @@ def rank_checks(out_dir):
         with torch.no_grad():
             ours = plain(x[:8]).float()
         sharded_out = sharded(x[:8].to(device)).detach().float().cpu()
-        seen["export_matches"] = torch.allclose(ours, sharded_out, **tol)
+        seen["export_matches"] = close(ours, sharded_out)
     else:
         sharded(x[:8].to(device))  # the forward gathers parameters: every rank takes part
 
