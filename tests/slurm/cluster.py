@@ -1,10 +1,16 @@
-"""A real Slurm cluster of one machine, for the tests: munged, slurmctld and slurmd on localhost.
+"""A real Slurm cluster on this machine, for the tests: munged, slurmctld and one slurmd per node.
 
 `make slurm` installs Debian's packages (slurmctld, slurmd, slurm-client, munge) where they are
-missing. `local_cluster()` starts the three daemons in the foreground as the current user, each
+missing. `local_cluster(nodes=2)` starts the daemons in the foreground as the current user, each
 with its own files under one temporary folder (tests/slurm/slurm.conf.in, a fresh munge key),
-waits until the node is idle, and stops them afterwards. Nothing is installed, configured or
+waits until every node is idle, and stops them afterwards. Nothing is installed, configured or
 started system-wide, and no root is needed.
+
+The nodes are named after loopback addresses, 127.0.0.1, 127.0.0.2, ..., so that a job script
+that uses a node's name as a network address (the first node as a rendezvous endpoint, say)
+reaches it, as on a real cluster. (`localhost` as a node name makes Slurm 22.05 refuse a second
+node: "Duplicated NodeHostName".) Several slurmd on one machine need a Slurm built with
+--enable-multiple-slurmd; Debian's 22.05 is.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ class Job:
 class Cluster:
     dir: Path
     env: dict[str, str]  # SLURM_CONF and the PATH with the Slurm commands
+    nodes: list[str]     # node names: 127.0.0.1, 127.0.0.2, ...
 
     def run_job(self, *args: str, cwd: Path, env: dict[str, str] | None = None,
                 timeout: float = 300) -> Job:
@@ -77,6 +84,7 @@ class Cluster:
             time.sleep(0.5)
 
     def log(self, name: str, lines: int = 40) -> str:
+        """The end of a daemon's log: slurmctld.log, slurmd-127.0.0.1.log, munged.log."""
         path = self.dir / "log" / name
         text = path.read_text(errors="replace") if path.is_file() else ""
         return "\n".join(text.splitlines()[-lines:])
@@ -92,24 +100,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_for_idle(env: dict[str, str], procs: dict[str, subprocess.Popen], timeout: float) -> None:
+def _wait_for_idle(env: dict[str, str], procs: dict[str, subprocess.Popen], nodes: int,
+                   timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    state = ""
+    states: list[str] = []
     while time.monotonic() < deadline:
         for name, proc in procs.items():
             if proc.poll() is not None:
                 raise ClusterUnavailable(f"{name} exited with status {proc.returncode} at start-up")
-        result = subprocess.run(["sinfo", "--noheader", "--format=%T"], env=env,
+        result = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%T"], env=env,
                                 capture_output=True, text=True, timeout=30)
-        state = result.stdout.strip()
-        if state == "idle":
+        states = result.stdout.split()
+        if states == ["idle"] * nodes:
             return
         time.sleep(0.5)
-    raise ClusterUnavailable(f"the node did not become idle in {timeout:.0f} s (sinfo says {state!r})")
+    raise ClusterUnavailable(f"the nodes did not all become idle in {timeout:.0f} s "
+                             f"(sinfo says {states})")
+
+
+def node_names(nodes: int) -> list[str]:
+    """127.0.0.1, 127.0.0.2, ...: loopback addresses, so every node's name is also an address
+    that reaches it (on Linux all of 127.0.0.0/8 is this machine), as on a real cluster."""
+    return [f"127.0.0.{n}" for n in range(1, nodes + 1)]
 
 
 @contextlib.contextmanager
-def local_cluster(cpus: int = 2, start_timeout: float = 60) -> Iterator[Cluster]:
+def local_cluster(nodes: int = 2, cpus: int = 1, start_timeout: float = 60) -> Iterator[Cluster]:
+    """`nodes` nodes of `cpus` CPUs each, all on this machine."""
     missing = missing_commands()
     if missing:
         raise ClusterUnavailable(f"Slurm commands not found: {', '.join(missing)} "
@@ -117,15 +134,19 @@ def local_cluster(cpus: int = 2, start_timeout: float = 60) -> Iterator[Cluster]
     # munged wants its socket's folder, and every folder above it, searchable by all
     root = Path(tempfile.mkdtemp(prefix="fieldguide-slurm-"))
     root.chmod(0o711)
-    for sub in ("munge", "state", "spool", "log"):
-        (root / sub).mkdir()
+    names = node_names(nodes)
+    for sub in ("munge", "state", "log", *(f"spool/{name}" for name in names)):
+        (root / sub).mkdir(parents=True)
     (root / "munge").chmod(0o711)
     key = root / "munge" / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o600)
+    node_lines = "\n".join(f"NodeName={name} NodeHostname={name} NodeAddr={name} "
+                            f"Port={_free_port()} CPUs={cpus} State=UNKNOWN" for name in names)
     conf = root / "slurm.conf"
     conf.write_text((HERE / "slurm.conf.in").read_text().format(
-        dir=root, user=getpass.getuser(), ctld_port=_free_port(), slurmd_port=_free_port(), cpus=cpus))
+        dir=root, user=getpass.getuser(), ctld_port=_free_port(), slurmd_port=_free_port(),
+        node_lines=node_lines, node_names=",".join(names)))
     env = {**os.environ, "SLURM_CONF": str(conf), "PATH": SEARCH}
     for name in list(env):
         if name.startswith(("SLURM_", "SBATCH_", "SRUN_")) and name != "SLURM_CONF":
@@ -135,7 +156,7 @@ def local_cluster(cpus: int = 2, start_timeout: float = 60) -> Iterator[Cluster]
                    f"--socket={root}/munge/munge.socket", f"--pid-file={root}/munge/munged.pid",
                    f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge/munged.seed"],
         "slurmctld": ["slurmctld", "-D", "-f", str(conf)],
-        "slurmd": ["slurmd", "-D", "-f", str(conf), "-N", "localhost"],
+        **{f"slurmd-{name}": ["slurmd", "-D", "-f", str(conf), "-N", name] for name in names},
     }
     procs: dict[str, subprocess.Popen] = {}
     try:
@@ -147,12 +168,12 @@ def local_cluster(cpus: int = 2, start_timeout: float = 60) -> Iterator[Cluster]
             if name == "munged":
                 _wait_for_socket(root / "munge" / "munge.socket", procs[name], root)
         try:
-            _wait_for_idle(env, procs, start_timeout)
+            _wait_for_idle(env, procs, len(names), start_timeout)
         except ClusterUnavailable as exc:
             logs = "\n".join(f"--- {n}:\n" + _tail(root / "log" / f"{n}.stderr") +
                              _tail(root / "log" / f"{n}.log") for n in commands)
             raise ClusterUnavailable(f"{exc}\n{logs}") from None
-        yield Cluster(dir=root, env=env)
+        yield Cluster(dir=root, env=env, nodes=names)
     finally:
         for name in reversed(list(procs)):
             _stop(procs[name])
