@@ -86,7 +86,9 @@ def test_two_nodes_meet_over_loopback(workdir):
            "PATH": path_with(workdir, os.environ.get("PATH", ""))}
     nodes = []
     for node in range(2):
-        node_env = {**env, "CUDA_VISIBLE_DEVICES": str(node)} if two_gpus else env
+        # one GPU per "node" where there are two; else none (two processes on one GPU would
+        # both pick it, and NCCL refuses that), and the script falls back to gloo on the CPU
+        node_env = {**env, "CUDA_VISIBLE_DEVICES": str(node) if two_gpus else ""}
         nodes.append(subprocess.Popen(["bash", "-c", command], cwd=workdir, env=node_env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True))
@@ -151,7 +153,9 @@ def test_sbatch_script_trains_on_a_real_slurm(slurm, workdir):
     assert env == {"PROCS_PER_NODE": "1"} and "--gpus-per-node=0" in args
     if len(slurm.nodes) == 1:  # the page's fallback: one node, both workers on it
         args, env = ["--nodes=1", *args], {"PROCS_PER_NODE": "2"}
-    env.update(RDZV_PORT=str(free_port()), PATH=path_with(workdir, slurm.env["PATH"]))
+    # a cluster without GPUs: hide any this machine has, as Slurm does on a node without them
+    env.update(RDZV_PORT=str(free_port()), PATH=path_with(workdir, slurm.env["PATH"]),
+               CUDA_VISIBLE_DEVICES="")
     job = slurm.run_job(*args, cwd=workdir, env=env)
     output = workdir / f"ddp-train-{job.id}.out"
     printed = output.read_text() if job.id and output.is_file() else ""
