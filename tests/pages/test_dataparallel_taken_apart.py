@@ -90,18 +90,8 @@ def test_gpu_0_carries_more_memory_than_gpu_1(dp):
 
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
-def measured_runs(*names):
-    """Every recorded run that measured `names`; skipped while none has (a draft chapter)."""
-    from fieldguide.timings import TimingError, all_timings, runs_measuring
-
-    try:
-        return runs_measuring(all_timings(), *names)
-    except TimingError:
-        pytest.skip(f"draft chapter: no timing run has measured {', '.join(names)} yet")
-
-
-def test_ddp_step_is_faster_than_dataparallel_and_gpu_0_lighter():
+def test_ddp_step_is_faster_than_dataparallel_and_gpu_0_lighter(measured):
     dp_step, ddp_step = "dataparallel_taken_apart.step", "ddp_with_torchrun.step[2gpus]"
-    for run in measured_runs(dp_step, ddp_step):
+    for run in measured(dp_step, ddp_step):
         assert run.value(ddp_step) < run.value(dp_step), str(run)
         assert run.value(ddp_step, "peak_gpu0_gib") < run.value(dp_step, "peak_gpu0_gib"), str(run)

@@ -185,19 +185,9 @@ def test_step_timeline_records_the_kernels_of_one_step():
 CLAIMS = {"weak_scaling_efficiency": 0.9}
 
 
-def measured_runs(*names):
-    """Every recorded run that measured `names`; skipped while none has (a draft chapter)."""
-    from fieldguide.timings import TimingError, all_timings, runs_measuring
-
-    try:
-        return runs_measuring(all_timings(), *names)
-    except TimingError:
-        pytest.skip(f"draft chapter: no timing run has measured {', '.join(names)} yet")
-
-
-def test_weak_scaling_efficiency_reaches_the_bound():
+def test_weak_scaling_efficiency_reaches_the_bound(measured):
     one, two = "ddp_with_torchrun.step[1gpu]", "ddp_with_torchrun.step[2gpus]"
-    for run in measured_runs(one, two):
+    for run in measured(one, two):
         efficiency = run.value(one) / run.value(two)
         assert efficiency >= CLAIMS["weak_scaling_efficiency"], (str(run), efficiency)
         assert run.value(two, "overlap_ms") > 0, "the timeline shows no all-reduce beside compute"

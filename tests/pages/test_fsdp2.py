@@ -75,19 +75,9 @@ def test_full_export_loads_into_a_plain_model(ranks):
 
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
-def measured_runs(*names):
-    """Every recorded run that measured `names`; skipped while none has (a draft chapter)."""
-    from fieldguide.timings import TimingError, all_timings, runs_measuring
-
-    try:
-        return runs_measuring(all_timings(), *names)
-    except TimingError:
-        pytest.skip(f"draft chapter: no timing run has measured {', '.join(names)} yet")
-
-
-def test_fsdp2_needs_less_memory_per_gpu_than_ddp():
+def test_fsdp2_needs_less_memory_per_gpu_than_ddp(measured):
     fsdp, ddp = "fsdp2.step", "ddp_with_torchrun.step[2gpus]"
-    for run in measured_runs(fsdp, ddp):
+    for run in measured(fsdp, ddp):
         for gpu in (0, 1):
             field = f"peak_gpu{gpu}_gib"
             assert run.value(fsdp, field) < run.value(ddp, field), (str(run), gpu)

@@ -98,18 +98,8 @@ def test_copy_between_gpus_arrives_and_is_timed():
 CLAIMS = {"all_reduce_busbw_1gib_gbs": 300.0}
 
 
-def measured_runs(*names):
-    """Every recorded run that measured `names`; skipped while none has (a draft chapter)."""
-    from fieldguide.timings import TimingError, all_timings, runs_measuring
-
-    try:
-        return runs_measuring(all_timings(), *names)
-    except TimingError:
-        pytest.skip(f"draft chapter: no timing run has measured {', '.join(names)} yet")
-
-
-def test_all_reduce_bus_bandwidth_at_1gib_reaches_the_bound():
+def test_all_reduce_bus_bandwidth_at_1gib_reaches_the_bound(measured):
     name = "ways_to_use_several_gpus.all_reduce[1GiB]"
-    for run in measured_runs(name):
+    for run in measured(name):
         busbw = run.value(name, "busbw_gbs")
         assert busbw >= CLAIMS["all_reduce_busbw_1gib_gbs"], (str(run), busbw)
