@@ -38,9 +38,11 @@ def collect(device_index: int = 0) -> dict[str, Any]:
 
     props = torch.cuda.get_device_properties(device_index)
     count = torch.cuda.device_count()
-    nccl = None
-    if torch.distributed.is_available() and torch.cuda.nccl.is_available([torch.zeros(1).cuda()]):
-        nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
+    try:  # a tuple (2, 27, 3) in current releases; whatever it is, record it, never fail on it
+        version = torch.cuda.nccl.version()
+        nccl = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+    except (AttributeError, RuntimeError):
+        nccl = None
     return {
         "gpu_name": props.name,
         "compute_capability": f"{props.major}.{props.minor}",
