@@ -50,10 +50,12 @@ def gpus_needed_by(root: Path, markdown: str) -> int:
                default=0)
 
 
-def draft_folders(root: Path = ROOT) -> list[str]:
-    """The folders under docs/ that mkdocs.yml's `draft_docs` lists: chapters written and tested
-    but not yet measured, which the published build leaves out."""
-    config = (root / "mkdocs.yml").read_text(encoding="utf-8")
+def draft_folders(root: Path = ROOT, config: str | None = None) -> list[str]:
+    """The folders under docs/ that mkdocs.yml's `draft_docs` lists (from `config`, the file's
+    text, where given): chapters written and tested but not yet measured, which the published
+    build leaves out."""
+    if config is None:
+        config = (root / "mkdocs.yml").read_text(encoding="utf-8")
     block = re.search(r"^draft_docs:\s*\|\s*\n((?:[ \t]+\S.*\n?)+)", config, re.M)
     return [line.strip() for line in block[1].splitlines() if line.strip()] if block else []
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fieldguide import ROOT, notebooks
+from fieldguide.pages import draft_folders
 
 NAME = re.compile(r"[a-z][a-z0-9]*(?:[_-][a-z0-9]+)*")
 
@@ -208,9 +209,7 @@ CHILD = re.compile(r"^(?P<indent>\s+)- (?:[^:#]+:\s*)?[\"']?(?P<path>[\w./-]+\.m
 
 
 def is_draft(config: str, chapter_kebab: str) -> bool:
-    match = re.search(r"^draft_docs:\s*\|\s*\n((?:[ \t]+.*\n?|\s*\n)*)", config, re.M)
-    return bool(match) and any(line.strip().rstrip("/") == chapter_kebab
-                               for line in match[1].splitlines())
+    return any(folder.rstrip("/") == chapter_kebab for folder in draft_folders(config=config))
 
 
 def add_to_nav(config: str, names: Names) -> str:

@@ -18,7 +18,6 @@ import argparse
 import difflib
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fieldguide import ROOT
-from fieldguide.timings import TIMINGS_DIR, benchmark_name, gpu_slug
+from fieldguide.timings import TIMINGS_DIR, benchmark_name, gpu_slug, matches
 
 BENCH_DIR = ROOT / "benchmarks"
 PYTEST_ARGS = [
@@ -65,11 +64,11 @@ class _Selector:
 
         self.names = {benchmark_name(item.nodeid): item.nodeid for item in items}
         if self.only:
-            self.unknown = [p for p in self.only if not any(_matches(p, n) for n in self.names)]
+            self.unknown = [p for p in self.only if not any(matches(p, n) for n in self.names)]
         keep, drop = [], []
         for item in items:
             name = benchmark_name(item.nodeid)
-            wanted = not self.only or any(_matches(p, name) for p in self.only)
+            wanted = not self.only or any(matches(p, name) for p in self.only)
             need = needed_gpus(item)
             if wanted and need > self.gpus:
                 self.not_here[name] = need
@@ -107,12 +106,6 @@ class _Selector:
             self.problems[report.nodeid or "collection"] = (
                 "could not be collected:\n" + _indent(report.longreprtext)
             )
-
-
-def _matches(pattern: str, name: str) -> bool:
-    """`*` is the only wildcard: benchmark names contain brackets."""
-    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
-    return re.fullmatch(regex, name) is not None
 
 
 def _describe_failure(report) -> str:

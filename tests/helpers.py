@@ -2,15 +2,15 @@
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 from fieldguide import ROOT
+from fieldguide import pages as pages_module
+from fieldguide.pages import pages  # noqa: F401 (the tests import it from here)
 
 DOCS = ROOT / "docs"
-INCLUDE = re.compile(r'^(?P<indent>\s*)--8<--\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$', re.M)
 
 # The site teaches current APIs: a deprecated call in a snippet fails its run. The one
 # exception is TorchScript warning about itself when torch.compile's backend imports it
@@ -19,13 +19,9 @@ STRICT_WARNINGS = ["-W", "error::DeprecationWarning", "-W", "error::FutureWarnin
                    "-W", "ignore:`torch.jit.:DeprecationWarning"]
 
 
-def pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md"))
-
-
 def includes(page: Path) -> list[tuple[str, str | None]]:
-    """(snippet path, section) for every `--8<--` include on a page, in page order."""
-    return [(m["path"], m["section"]) for m in INCLUDE.finditer(page.read_text(encoding="utf-8"))]
+    """(snippet path, section) for every `--8<--` include on a page file, in page order."""
+    return pages_module.includes(page.read_text(encoding="utf-8"))
 
 
 def rel(path: Path) -> str:
