@@ -292,8 +292,6 @@ class Timings:
                 "and has `make timings` run since it was added?"
             ) from None
 
-    record = benchmark  # the name tests used for one run's record; a Benchmark answers the same
-
     def matching(self, pattern: str) -> list[Benchmark]:
         """Benchmarks whose name matches `pattern`, where `*` is the only wildcard.
 
