@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import html
+import importlib
 import re
 import shlex
 from collections.abc import Callable, Iterator
@@ -320,28 +321,17 @@ def render_bound(code: Shortcode, build: Build, page: Page) -> str:
     return format(bound, code.args[1] if len(code.args) == 2 else "g")
 
 
-def _figures() -> dict[str, Callable]:
-    from fieldguide import figures, memory_chart  # matplotlib: only when a page has a figure
+def _figure(module: str, function: str) -> Callable[[Shortcode, Build, Page], str]:
+    """A figure renderer that imports its module (matplotlib, MkDocs) only when a page uses it."""
+    def render(code: Shortcode, build: Build, page: Page) -> str:
+        return getattr(importlib.import_module(f"fieldguide.{module}"), function)(code, build, page)
 
-    return {"chart": figures.render_chart, "timeline": figures.render_timeline,
-            "roofline": figures.render_roofline, "memory": memory_chart.render_memory}
-
-
-class _Registry(dict):
-    """Shortcode kind -> renderer; the figure renderers load matplotlib on first use."""
-
-    FIGURES = ("chart", "timeline", "roofline", "memory")
-
-    def get(self, kind, default=None):
-        if kind in self.FIGURES and kind not in self:
-            self.update(_figures())
-        return super().get(kind, default)
-
-    def __iter__(self):
-        yield from sorted({*super().keys(), *self.FIGURES})
+    return render
 
 
-RENDERERS: dict[str, Callable[[Shortcode, Build, Page], str]] = _Registry(
-    table=render_table, value=render_value, ratio=render_ratio, crossover=render_crossover,
-    bound=render_bound,
-)
+RENDERERS: dict[str, Callable[[Shortcode, Build, Page], str]] = {
+    "table": render_table, "value": render_value, "ratio": render_ratio,
+    "crossover": render_crossover, "bound": render_bound,
+    "chart": _figure("figures", "render_chart"), "timeline": _figure("figures", "render_timeline"),
+    "roofline": _figure("figures", "render_roofline"), "memory": _figure("memory_chart", "render_memory"),
+}
