@@ -19,9 +19,19 @@ def test_link_rate_formula(snippet):
     assert snippet.link_gbs(3, 16) == pytest.approx(15.75, abs=0.01)
 
 
-def test_link_is_read_from_the_device(snippet):
+def test_link_read_right_after_copies_carries_them(snippet):
+    """Read after the copies, the link is the one they ran on: no copy beats its rate.
+    (A reading from an idle GPU, whose link may have dropped a generation, can fail this.)"""
+    copied = snippet.bandwidth_gbs(256 * MiB, True, "h2d")
     generation, lanes = snippet.pcie_link()
     assert generation in snippet.PCIE_GENERATIONS and lanes in (1, 2, 4, 8, 16)
+    assert copied < snippet.link_gbs(generation, lanes), (copied, generation, lanes)
+
+
+def test_link_without_nvidia_smi_is_a_readable_error(snippet, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no nvidia-smi on the path
+    with pytest.raises(RuntimeError, match="nvidia-smi not found"):
+        snippet.pcie_link()
 
 
 def test_copies_arrive_intact(snippet):
