@@ -27,8 +27,8 @@ def shard(model, device):
     model.to(device)
     for layer in model:
         if isinstance(layer, nn.Linear):
-            fully_shard(layer, mesh=mesh)  # its parameters: 1/world_size of each on every rank
-    fully_shard(model, mesh=mesh)  # the root: whatever is left, and the forward/backward hooks
+            fully_shard(layer, mesh=mesh)  # 1/world_size of its parameters per rank
+    fully_shard(model, mesh=mesh)  # the root: the rest, and the forward/backward hooks
     return model
 # --8<-- [end:shard]
 
