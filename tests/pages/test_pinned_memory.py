@@ -306,6 +306,28 @@ def test_on_an_idle_gpu_only_pinned_non_blocking_returns_early_at_64MiB_in_every
             "pinned_memory.return[pageable-blocking]"), run
 
 
+BUSY_SIZES = ["4KiB", "16KiB", "64KiB", "256KiB", "1MiB", "4MiB", "16MiB", "64MiB"]
+
+
+def test_behind_a_busy_queue_which_calls_wait_holds_in_every_run(measured):
+    """The chart under "With the GPU still busy": the same three findings as the tests above
+    that run it live, now against every recorded run."""
+    names = [f"pinned_memory.return_busy[{k}-{m}-{s}]" for k in ("pageable", "pinned")
+             for m in ("blocking", "non_blocking") for s in BUSY_SIZES]
+    for run in measured(*names):
+        for size in BUSY_SIZES:
+            def returned(kind, mode, run=run, size=size):
+                return run.value(f"pinned_memory.return_busy[{kind}-{mode}-{size}]")
+
+            queue = run.record(f"pinned_memory.return_busy[pinned-blocking-{size}]").value(
+                "queue_ms") / 1e3
+            assert returned("pinned", "non_blocking") < 0.1 * queue, (run, size)
+            for kind in ("pageable", "pinned"):
+                assert returned(kind, "blocking") > 0.5 * queue, (run, kind, size)
+            if size in ("16MiB", "64MiB"):
+                assert returned("pageable", "non_blocking") > 0.5 * queue, (run, size)
+
+
 def test_non_blocking_hides_the_copy_behind_cpu_work_in_every_run(measured):
     for run in measured("pinned_memory.overlap[non_blocking]", "pinned_memory.overlap[blocking]"):
         assert run.value("pinned_memory.overlap[non_blocking]") < run.value(
