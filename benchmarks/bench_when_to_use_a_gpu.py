@@ -176,6 +176,8 @@ def bench_small_gpu_op_isolated(benchmark, mode):
     `after-cpu-passive`: right after, with OMP_WAIT_POLICY=PASSIVE (idle OpenMP threads sleep at
     once instead of spinning). extra_info `gpu_op_s`: the median over rounds of each child's
     median of 50 calls; compare with when_to_use_a_gpu.elementwise[gpu-resident-1024].
+    On the H100 (2026-11-23) settled was the slowest and passive did not help: the slow call is
+    the first after any idle gap of the GPU, not spinning threads; warm-up calls absorb it.
     """
     import os
     import statistics
