@@ -19,7 +19,10 @@ LABELS = {
 }
 WORDS = {"h2d": "Host → device", "d2h": "Device → host",
          "True": "`non_blocking=True`", "False": "blocking",
-         "fresh": "newly page-locked memory", "cached": "a cached pinned block"}
+         "fresh": "newly page-locked memory", "cached": "a cached pinned block",
+         # the series of the busy-queue chart (its `case`): legends show words, not code
+         "pageable, non_blocking=True": "pageable, non-blocking",
+         "pinned, non_blocking=True": "pinned, non-blocking"}
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 SIZES = [KiB * 4**i for i in range(11)]  # 1 KiB ... 1 GiB
