@@ -65,8 +65,9 @@ test: $(VENV)/.test browser slurm ## Set up and run everything CI runs: lint, te
 	$(PY) -m mkdocs build --strict
 	FIELDGUIDE_REQUIRE_SLURM=1 $(PY) -m pytest   # Slurm is installed: a cluster that cannot start fails
 
-# The fresh-interpreter runs of every snippet, page and notebook time nothing: on a GPU machine
-# with pytest-xdist they run in parallel first; the claims, some of them speedups, run alone after.
+# Tests marked `timed` assert a speed-up or a time bound measured live, so they run alone, after
+# the rest. The rest run first, in parallel where pytest-xdist is installed (GPU_WORKERS processes;
+# a module-scoped fixture then runs once in each worker that gets a test of its module).
 GPU_WORKERS ?= $(shell $(GPU_PYTHON) -c 'import xdist' 2>/dev/null && echo 6)
 # GPU_OUTCOMES=path: each test's outcome and seconds, a line as it ends (a run cut off by a time
 # limit still says what ran and what failed).
@@ -79,8 +80,8 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if any G
 	@# -m "not browser": CI=true on a GPU runner too, and the browser check is CPU CI's job.
 	@# The second half runs whatever the first gives, so one run shows every failure.
 	@status=0; \
-	$(GPU_PYTEST) -m "fresh_interpreter and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS)) $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
-	$(GPU_PYTEST) -m "not fresh_interpreter and not browser" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	$(GPU_PYTEST) -m "not timed and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS)) $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	$(GPU_PYTEST) -m "timed and not browser" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	exit $$status
 
 timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<gpu>/ (every run is kept)

@@ -69,6 +69,7 @@ def test_eager_is_three_kernels_and_compiled_is_one(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_activations_run_near_copy_bandwidth(snippet):
     copy = snippet.copy_bandwidth_gbs(snippet.N)
     rates = {name: snippet.activation_bandwidth_gbs(name) for name in snippet.ACTIVATIONS}
@@ -77,6 +78,7 @@ def test_activations_run_near_copy_bandwidth(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_fusion_beats_the_choice_of_activation(snippet):
     x, scale, shift = snippet.fusion_inputs()
     eager_relu = snippet.median_seconds(snippet.scale_shift_activation, x, scale, shift,

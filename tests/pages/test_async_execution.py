@@ -40,6 +40,7 @@ def test_listed_operations_run():
         op(snippet.x)
 
 
+@pytest.mark.timed
 def test_step_timer_reports_a_time():
     assert 0 < snippet.seconds_per_step(every=5, steps=10, repeats=1) < 1
 
@@ -83,6 +84,7 @@ def test_training_step_contains_no_hidden_sync():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_queueing_returns_long_before_the_work_is_done():
     snippet.launch_and_wait(snippet.a)  # warm-up
     launched, finished = [], []
@@ -97,6 +99,7 @@ def test_queueing_returns_long_before_the_work_is_done():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_item_every_step_is_slower_than_every_50():
     every_step = snippet.seconds_per_step(every=1)
     every_50 = snippet.seconds_per_step(every=50)
@@ -105,6 +108,7 @@ def test_item_every_step_is_slower_than_every_50():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_growing_the_pool_costs_more_than_reusing_a_cached_block():
     fresh = snippet.allocation_seconds(snippet.alloc_bytes, cached=False)
     cached = snippet.allocation_seconds(snippet.alloc_bytes, cached=True)
@@ -112,6 +116,7 @@ def test_growing_the_pool_costs_more_than_reusing_a_cached_block():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_launch_blocking_slows_the_training_loop(monkeypatch):
     from fieldguide import ROOT
 
@@ -167,6 +172,7 @@ def _host_to_device_cases():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_blocking_host_to_device_copies_wait_for_the_queue_and_are_flagged():
     for name, op in _host_to_device_cases()["blocking"].items():
         returned, drain = _returned_while_busy(op)
@@ -175,6 +181,7 @@ def test_blocking_host_to_device_copies_wait_for_the_queue_and_are_flagged():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_pinned_non_blocking_copy_stays_queued():
     for name, op in _host_to_device_cases()["queued"].items():
         returned, drain = _returned_while_busy(op)
@@ -183,6 +190,7 @@ def test_pinned_non_blocking_copy_stays_queued():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_large_pageable_non_blocking_copy_waits_but_sync_debug_mode_misses_it():
     """The driver, not PyTorch, makes the host wait here, so the debug mode cannot see it."""
     for name, op in _host_to_device_cases()["waits unflagged"].items():

@@ -82,6 +82,7 @@ def test_conv_block_is_what_the_page_shows(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_channels_last_is_faster_live(snippet):
     times = {layout: snippet.median_seconds(snippet.train_step, *snippet.make_training(layout),
                                             repeats=10)

@@ -82,6 +82,7 @@ def test_triad_and_copy_compute_what_they_say():
     assert one.item() == 1.0
 
 
+@pytest.mark.timed
 def test_bandwidth_and_rates_are_positive():
     assert snippet.copy_bandwidth_gbs(2**20) > 0
     assert snippet.matmul_tflops(64, "fp32") > 0
@@ -104,6 +105,7 @@ def test_gpu_properties_are_read_from_the_device():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_tensor_core_precisions_beat_fp32():
     n = 4096
     times = {}
@@ -121,6 +123,7 @@ def test_tf32_setting_takes_effect():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_gpu_streams_memory_much_faster_than_the_cpu():
     n = 2**26
     cpu = snippet.median_time(snippet.triad, *snippet.make_triad(n, "cpu"), repeats=5)
@@ -129,6 +132,7 @@ def test_gpu_streams_memory_much_faster_than_the_cpu():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_one_tiny_op_is_slower_on_the_gpu():
     cpu = snippet.median_time(snippet.tiny_op, torch.zeros(1), repeats=200)
     gpu = snippet.median_time(snippet.tiny_op, torch.zeros(1, device="cuda"), repeats=200)

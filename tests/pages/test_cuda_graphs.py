@@ -29,6 +29,7 @@ def test_python_values_are_frozen_at_capture(snippet):
     assert eager == [3.0] * 4
 
 
+@pytest.mark.timed
 def test_graph_cuts_time_per_operation(snippet):
     eager, replay = snippet.per_op_times(repeats=30)
     assert eager / replay >= 3, (eager, replay)

@@ -44,6 +44,7 @@ def test_gpu_product_matches_numpy(snippet, dtype, rtol):
     np.testing.assert_allclose(cp.asnumpy(on_gpu), on_cpu, rtol=rtol)
 
 
+@pytest.mark.timed
 def test_profiler_gpu_time_is_the_work_and_cpu_time_the_launch(snippet):
     a = snippet.random_matrix(4096, np.float32)
     gpu_s, cpu_s = snippet.gpu_and_cpu_seconds(a)
@@ -54,6 +55,7 @@ def test_profiler_gpu_time_is_the_work_and_cpu_time_the_launch(snippet):
     assert synced == pytest.approx(gpu_s, rel=0.5)
 
 
+@pytest.mark.timed
 def test_first_product_in_a_process_costs_more():
     code = ("from snippets.first_steps import cupy_and_numpy as s; "
             "first, steady = s.first_call_vs_steady(2048, s.cp.float64); print(first / steady)")
@@ -91,6 +93,7 @@ def test_elementwise_kernel_matches_numpy(snippet):
         assert (expected == 2.0).any() and (expected == -1.0).any()  # both clamps were exercised
 
 
+@pytest.mark.timed
 def test_fused_kernel_beats_three_kernels(snippet):
     cp = snippet.cp
     x = cp.random.rand(2**26, dtype=cp.float32)
@@ -124,6 +127,7 @@ def test_copies_into_preallocated_host_arrays_arrive_intact(snippet):
     assert isinstance(fresh, np.ndarray) and not torch.from_numpy(fresh).is_pinned()
 
 
+@pytest.mark.timed
 def test_preallocated_pinned_copy_beats_a_fresh_asnumpy(snippet):
     """What the page separates: a fresh `cp.asnumpy` pays for a new host array (its pages
     are mapped during the copy) as well as the pageable copy; a pinned array made once

@@ -68,6 +68,7 @@ def test_workers_are_other_processes_and_persistent_ones_are_reused():
     assert pids(DataLoader(WhoLoadedMe(), batch_size=2)) == {os.getpid()}  # num_workers=0
 
 
+@pytest.mark.timed
 def test_run_epoch_and_throughput_helpers(snippet):
     dataset = snippet.ParsedRecords(32, 16)
     assert snippet.run_epoch(snippet.make_loader(dataset, 0)) == 32
@@ -76,6 +77,7 @@ def test_run_epoch_and_throughput_helpers(snippet):
 
 
 @pytest.mark.skipif(usable_cores() < 8, reason="a claim about a machine with 8 or more cores")
+@pytest.mark.timed
 def test_workers_multiply_throughput_of_a_cpu_bound_dataset(snippet):
     dataset = snippet.ParsedRecords(256, 1536)  # the page's per-item work, whatever the device
     none = snippet.items_per_second(dataset, 0, epochs=1)
@@ -159,6 +161,7 @@ def test_spawned_workers_can_use_cuda(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_gpu_resident_pipeline_beats_the_dataloader(snippet):
     import time
 

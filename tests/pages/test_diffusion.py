@@ -141,6 +141,7 @@ def per_step(run, steps=100):
 
 
 @GPU_SNIPPET
+@pytest.mark.timed
 def test_small_grids_are_launch_bound_and_graphs_fix_it(gpu):
     cp = gpu.cp
     eager = {}
@@ -164,6 +165,7 @@ def test_small_grids_are_launch_bound_and_graphs_fix_it(gpu):
 
 
 @GPU_SNIPPET
+@pytest.mark.timed
 def test_fused_step_reaches_a_large_share_of_copy_bandwidth_at_4096(gpu):
     cp = gpu.cp
     n = 4096

@@ -45,6 +45,7 @@ def test_cpu_works_while_the_gpu_runs(snippet):
     assert done.query()
 
 
+@pytest.mark.timed
 def test_elapsed_time_agrees_with_a_synchronized_clock(snippet):
     snippet.wall_seconds(snippet.long_gpu_work, snippet.a)  # warm-up
     events = statistics.median(snippet.gpu_seconds(snippet.long_gpu_work, snippet.a)
@@ -54,6 +55,7 @@ def test_elapsed_time_agrees_with_a_synchronized_clock(snippet):
     assert events == pytest.approx(wall, rel=0.25)
 
 
+@pytest.mark.timed
 def test_a_host_pause_is_timed_only_when_the_gpu_is_idle(snippet):
     pause = 0.01
     snippet.timed_host_pause(snippet.a, pause, queued=20)  # warm-up
@@ -66,6 +68,7 @@ def test_a_host_pause_is_timed_only_when_the_gpu_is_idle(snippet):
     assert queued < CLAIMS["queued_pause_share"] * pause, queued
 
 
+@pytest.mark.timed
 def test_waiting_on_an_event_overlaps_cpu_and_gpu_work(snippet):
     snippet.wall_seconds(snippet.gpu_and_cpu, snippet.a)  # warm-up
     serial = statistics.median(snippet.wall_seconds(snippet.gpu_then_cpu, snippet.a)
@@ -87,6 +90,7 @@ def test_event_synchronize_does_not_wait_for_other_streams(snippet):
     torch.testing.assert_close(small, snippet.a[:, :64].sum(dim=0))
 
 
+@pytest.mark.timed
 def test_event_synchronize_returns_sooner_than_device_synchronize(snippet):
     import torch
 
@@ -103,6 +107,7 @@ def test_event_synchronize_returns_sooner_than_device_synchronize(snippet):
     assert timed(snippet.wait_for_event) < 0.5 * timed(snippet.wait_for_device)
 
 
+@pytest.mark.timed
 def test_record_and_query_cost_microseconds_not_milliseconds(snippet):
     import torch
 

@@ -176,6 +176,7 @@ def test_exercise_4_solution_survives_a_batch_that_overflows(snippet):
 # --- Speed, live on the GPU (loose bounds: these run on a shared, noisy machine) ---------------
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_exercise_1_solution_is_faster_live(snippet):
     def sgd(model):
         return torch.optim.SGD(model.parameters(), lr=0.01)

@@ -91,6 +91,7 @@ def test_public_wrapper_gives_the_same_result(fp8):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_fp8_is_faster_than_bf16_on_the_gpu(fp8):
     x = torch.randn(fp8.N, fp8.N, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(fp8.N, fp8.N, device="cuda", dtype=torch.bfloat16)

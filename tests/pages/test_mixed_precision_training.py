@@ -179,6 +179,7 @@ def test_the_tf32_variant_restores_the_setting(snippet):
 # --- Speed, live on the GPU (loose bounds: these run on a shared, noisy machine) ---------------
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_bf16_autocast_steps_are_faster_than_fp32(snippet, batch):
     times = {}
     for variant in ("fp32", "bf16"):

@@ -56,6 +56,7 @@ def test_the_stages_live_on_two_gpus():
 
 
 @pytest.mark.gpus(2)
+@pytest.mark.timed
 def test_the_pipeline_keeps_both_gpus_busier():
     torch.manual_seed(0)
     model = snippet.TwoStages(width=4096, depth=8)

@@ -230,6 +230,7 @@ def test_forward_without_autograd_needs_a_fraction_of_the_memory(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_checkpointing_costs_less_than_the_pages_bound_in_time(snippet):
     import statistics
     import time

@@ -19,6 +19,7 @@ def test_link_rate_formula(snippet):
     assert snippet.link_gbs(3, 16) == pytest.approx(15.75, abs=0.01)
 
 
+@pytest.mark.timed
 def test_link_read_right_after_copies_carries_them(snippet):
     """Read after the copies, the link is the one they ran on: no copy beats its rate.
     (A reading from an idle GPU, whose link may have dropped a generation, can fail this.)"""
@@ -44,6 +45,7 @@ def test_copies_arrive_intact(snippet):
             assert dst.cpu().eq(1).all()
 
 
+@pytest.mark.timed
 def test_pinned_beats_pageable_for_large_copies(snippet):
     for direction in ("h2d", "d2h"):
         pinned = snippet.bandwidth_gbs(64 * MiB, True, direction)
@@ -51,6 +53,7 @@ def test_pinned_beats_pageable_for_large_copies(snippet):
         assert pinned > 1.2 * pageable, (direction, pinned, pageable)
 
 
+@pytest.mark.timed
 def test_idle_gpu_64MiB_only_pinned_non_blocking_returns_before_the_copy(snippet):
     """The page's table at 64 MiB with nothing else queued; the busy-GPU tests below."""
     import statistics
@@ -75,6 +78,7 @@ def test_idle_gpu_64MiB_only_pinned_non_blocking_returns_before_the_copy(snippet
     assert returned(pageable, True) > 0.5 * copy_time  # non_blocking from pageable memory waits
 
 
+@pytest.mark.timed
 def test_overlap_hides_the_copy_behind_cpu_work(snippet):
     import statistics
 
@@ -117,10 +121,12 @@ def return_times(snippet):
     return snippet.return_times(SIZES)
 
 
+@pytest.mark.timed
 def test_the_queue_is_long_enough_to_tell_the_cases_apart(busy_queue):
     assert busy_queue > 0.01, busy_queue  # tens of ms on an H100; far above a call's cost
 
 
+@pytest.mark.timed
 def test_pinned_non_blocking_returns_long_before_the_queue_drains(return_times, busy_queue):
     for nbytes in SIZES:
         returned = return_times["pinned", True, nbytes]
@@ -128,12 +134,14 @@ def test_pinned_non_blocking_returns_long_before_the_queue_drains(return_times, 
 
 
 @pytest.mark.parametrize("kind", ["pageable", "pinned"])
+@pytest.mark.timed
 def test_a_blocking_copy_waits_for_the_queue_at_every_size(return_times, busy_queue, kind):
     for nbytes in SIZES:
         returned = return_times[kind, False, nbytes]
         assert returned > 0.5 * busy_queue, (kind, nbytes, returned, busy_queue)
 
 
+@pytest.mark.timed
 def test_pageable_non_blocking_waits_for_the_queue_from_16MiB(return_times, busy_queue):
     # Smaller pageable copies may return at once (the driver stages them); that part depends
     # on the driver, so the page only promises what holds for large copies.
@@ -238,6 +246,7 @@ def test_a_freed_pinned_block_waits_for_the_copies_that_read_it(snippet):
     _empty_host_cache()
 
 
+@pytest.mark.timed
 def test_fresh_pinning_costs_far_more_than_a_cached_block(snippet):
     import statistics
 

@@ -77,6 +77,7 @@ def test_numpy_sort_in_threads_gives_the_serial_results():
         assert not np.array_equal(a, t), "sort_copy must leave its input alone"
 
 
+@pytest.mark.timed
 def test_gathered_waits_overlap():
     delay, count = 0.1, 10
     results, total = snippet.timed(asyncio.run, snippet.all_at_once(count, delay))
@@ -94,6 +95,7 @@ def test_run_coroutine_works_in_a_script_and_inside_a_running_loop():
     assert asyncio.run(in_a_notebook()) == [0, 1, 2]
 
 
+@pytest.mark.timed
 def test_awaiting_one_after_another_adds_up():
     delay, count = 0.02, 5
     results, total = snippet.timed(asyncio.run, snippet.one_after_another(count, delay))
@@ -101,6 +103,7 @@ def test_awaiting_one_after_another_adds_up():
     assert total >= 0.9 * count * delay
 
 
+@pytest.mark.timed
 def test_threads_overlap_blocking_waits():
     delay, count = 0.1, 8
     results, total = snippet.timed(snippet.run_threads, snippet.blocking_request, [delay] * count,
@@ -134,6 +137,7 @@ def test_chunked_task_computes_the_same_total():
 
 
 @pytest.mark.skipif(not snippet.gil_status()[1], reason="free-threaded Python: the GIL is off")
+@pytest.mark.timed
 def test_threads_do_not_speed_up_pure_python():
     # With the GIL only one thread runs Python at a time, so two busy threads use one core's
     # worth of CPU time per second of wall time, never two. Measured as a ratio of the same run's
@@ -148,6 +152,7 @@ def test_threads_do_not_speed_up_pure_python():
 
 @needs_two_cpus
 @needs_idle_cpus
+@pytest.mark.timed
 def test_processes_speed_up_pure_python():
     tasks = [1_000_000] * 2  # about 0.3 s of work in total on a CI core
     with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:
@@ -160,6 +165,7 @@ def test_processes_speed_up_pure_python():
 
 @needs_two_cpus
 @needs_idle_cpus
+@pytest.mark.timed
 def test_threads_speed_up_numpy_sort():
     arrays = snippet.make_arrays(2, 2_000_000)
     serial, threads = best_of_interleaved(
@@ -169,6 +175,7 @@ def test_threads_speed_up_numpy_sort():
 
 
 @needs_two_cpus
+@pytest.mark.timed
 def test_one_chunk_per_worker_beats_one_message_per_tiny_task():
     tiny = [200] * 2_000
     with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:

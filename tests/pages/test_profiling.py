@@ -14,6 +14,7 @@ def trace_categories(path):
     return events, {event.get("cat") for event in events}
 
 
+@pytest.mark.timed
 def test_cprofile_is_right_on_a_cpu(snippet):
     # On a CPU every operation finishes before it returns, so cProfile charges the real work.
     x, w = torch.randn(128, 128), torch.randn(128, 128) / 128**0.5
@@ -23,6 +24,7 @@ def test_cprofile_is_right_on_a_cpu(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_cprofile_blames_the_synchronizing_call_on_a_gpu(snippet):
     stats = snippet.cprofile_steps(snippet.x, snippet.w)
     forward = snippet.cumulative_seconds(stats, "forward")
@@ -91,6 +93,7 @@ def test_torch_utils_bottleneck_is_gone():
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_gpu_util_is_high_for_one_tiny_kernel_but_power_tells_the_truth(snippet):
     tiny_util, tiny_watts = snippet.watch_gpu(snippet.tiny_kernel_loop())
     big_util, big_watts = snippet.watch_gpu(snippet.big_matmul_loop())

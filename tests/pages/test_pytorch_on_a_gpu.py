@@ -150,6 +150,7 @@ def test_both_creation_paths_end_on_the_device(snippet):
 
 
 @needs_gpu
+@pytest.mark.timed
 def test_creating_on_the_device_beats_creating_then_moving(snippet):
     import statistics
     import time

@@ -32,11 +32,13 @@ def test_pipeline_computes_what_the_serial_version_computes(snippet):
     torch.testing.assert_close(snippet.out[0], first, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.timed
 def test_balance_makes_copy_and_compute_comparable(snippet, matmuls):
     times = snippet.compare(matmuls, rounds=3)
     assert 0.4 < times["compute"] / times["copy"] < 2.5, times
 
 
+@pytest.mark.timed
 def test_pipeline_hides_most_of_the_shorter_phase(snippet, matmuls):
     times = snippet.compare(matmuls, rounds=3)
     assert snippet.overlap_efficiency(times) >= 0.7, times
@@ -52,6 +54,7 @@ def test_efficiency_formula():
     assert overlap_efficiency({**t, "overlapped": 22.0}) == 0.0
 
 
+@pytest.mark.timed
 def test_timeline_shows_overlap_only_in_the_pipeline(snippet, matmuls):
     args = (snippet.host, snippet.weight, matmuls, snippet.out)
     serial = snippet.gpu_timeline(lambda: snippet.serial(*args))

@@ -87,6 +87,7 @@ def test_padding_gives_the_same_product(snippet, n):
 
 @pytest.mark.gpus(1)
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.timed
 def test_8192_is_faster_than_its_odd_neighbours(snippet, precision):
     aligned = snippet.tflops(8192, precision)
     for odd in (8191, 8193):
@@ -94,6 +95,7 @@ def test_8192_is_faster_than_its_odd_neighbours(snippet, precision):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_padding_an_odd_size_pays_for_itself(snippet):
     a, b = snippet.operands(8191, torch.float16)
     plain = snippet.median_seconds(snippet.matmul, a, b, "fp16")
@@ -102,6 +104,7 @@ def test_padding_an_odd_size_pays_for_itself(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_tf32_is_faster_than_full_float32(snippet):
     fp32 = snippet.tflops(8192, "fp32")
     tf32 = snippet.tflops(8192, "tf32")

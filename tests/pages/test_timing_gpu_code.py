@@ -17,6 +17,7 @@ def test_median_resists_an_outlier_and_mean_does_not(snippet):
     assert summary["mean"] > 10.0
 
 
+@pytest.mark.timed
 def test_every_method_times_the_same_product(snippet):
     a, b = snippet.a, snippet.b
     # The fastest of five is the least disturbed by other work on a busy 2-core CI machine;
@@ -34,6 +35,7 @@ def test_every_method_times_the_same_product(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_unsynchronized_clock_undercounts_on_gpu(snippet):
     a, b = snippet.a, snippet.b
     snippet.time_synchronized(a, b)  # warm up
@@ -47,6 +49,7 @@ def test_unsynchronized_clock_undercounts_on_gpu(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_events_agree_with_synchronized_clock(snippet):
     a, b = snippet.a, snippet.b
     snippet.time_synchronized(a, b)
@@ -56,6 +59,7 @@ def test_events_agree_with_synchronized_clock(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_kernel_times_leave_the_host_out_and_see_the_cold_cache(snippet):
     import torch
 
@@ -77,6 +81,7 @@ def test_kernel_times_leave_the_host_out_and_see_the_cold_cache(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_first_call_costs_more_than_later_ones():
     from tests.helpers import run_python
 

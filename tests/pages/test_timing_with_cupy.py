@@ -2,7 +2,7 @@
 
 import pytest
 
-pytestmark = pytest.mark.snippet("snippets/execution/timing_with_cupy.py")
+pytestmark = [pytest.mark.snippet("snippets/execution/timing_with_cupy.py"), pytest.mark.timed]
 
 
 def test_gpu_time_is_the_product_not_the_launch():

@@ -84,6 +84,7 @@ print("follower exit", pair.follower.returncode)
 
 
 @pytest.mark.gpus(2)
+@pytest.mark.timed
 def test_copy_between_gpus_arrives_and_is_timed():
     x = torch.randint(0, 255, (2**20,), dtype=torch.uint8, device="cuda:0")
     y = torch.zeros(2**20, dtype=torch.uint8, device="cuda:1")

@@ -17,6 +17,7 @@ def test_every_path_computes_the_same_result(snippet, case, size):
     torch.testing.assert_close(resident, on_cpu, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.timed
 def test_compare_times_every_available_path(snippet):
     times = snippet.compare("elementwise", 1024, repeats=2)
     expected = {"cpu"} | ({"gpu_with_transfers", "gpu_resident"} if snippet.device.type == "cuda" else set())
@@ -95,6 +96,7 @@ def test_fits_on_gpu_follows_free_memory(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_gpu_with_transfers_wins_the_largest_matmul(snippet):
     times = snippet.compare("matmul", 4096, repeats=3)
     assert times["gpu_with_transfers"] < 0.9 * times["cpu"], times
@@ -103,6 +105,7 @@ def test_gpu_with_transfers_wins_the_largest_matmul(snippet):
 
 @pytest.mark.gpus(1)
 @pytest.mark.parametrize(("case", "size"), [("elementwise", 2**10), ("matmul", 32)])
+@pytest.mark.timed
 def test_cpu_wins_the_smallest_sizes(snippet, case, size):
     # Best of three medians: other work in this test process (worker pools, threads) can
     # stall the CPU path for milliseconds, which says nothing about the claim.
@@ -112,6 +115,7 @@ def test_cpu_wins_the_smallest_sizes(snippet, case, size):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_transfers_dominate_large_elementwise_work(snippet):
     times = snippet.compare("elementwise", 2**24, repeats=5)
     assert times["gpu_resident"] < 0.5 * times["gpu_with_transfers"], times
@@ -119,6 +123,7 @@ def test_transfers_dominate_large_elementwise_work(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.timed
 def test_a_python_loop_of_tiny_steps_is_slower_on_the_gpu(snippet):
     x = torch.randint(0, 10, (2000,))
     cpu = snippet.median_time(snippet.first_crossing_loop, x, 8000, repeats=3)
