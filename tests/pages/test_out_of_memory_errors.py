@@ -143,6 +143,7 @@ def test_fit_step_halves_until_the_step_fits_and_leaves_memory_as_it_found_it(ca
 
 
 @on_gpu
+@pytest.mark.whole_gpu
 def test_a_real_out_of_memory_on_the_whole_gpu_is_recovered(snippet):
     """No limit: a batch whose input fills a quarter of the free memory, and whose first
     activation does not fit at all. Allocated memory returns to its baseline."""

@@ -89,6 +89,7 @@ def test_runs_on_reports_a_missing_kernel(snippet):
 
 
 @pytest.mark.gpus(1)
+@pytest.mark.whole_gpu
 def test_fits_on_gpu_follows_free_memory(snippet):
     free, _ = torch.cuda.mem_get_info()
     assert snippet.fits_on_gpu(2**20)

@@ -82,6 +82,7 @@ def test_allocator_stats_name_real_counters(clean):
 
 
 @on_gpu
+@pytest.mark.whole_gpu
 def test_nvidia_smi_lists_this_process_or_says_none(clean):
     import torch
 
@@ -93,6 +94,7 @@ def test_nvidia_smi_lists_this_process_or_says_none(clean):
 
 
 @on_gpu
+@pytest.mark.whole_gpu
 def test_fits_counts_free_and_cached_memory_and_keeps_a_share_spare(clean):
     import torch
 
@@ -131,11 +133,13 @@ def fresh():
 
 
 @on_gpu
+@pytest.mark.whole_gpu
 def test_a_fresh_process_reports_in_order(fresh):
     assert list(fresh) == ["context", "tensors", "matmul", "empty_cache"]
 
 
 @on_gpu
+@pytest.mark.whole_gpu
 def test_the_context_is_memory_pytorch_does_not_count(fresh):
     context = fresh["context"]
     assert context["allocated"] < 1 and context["reserved"] <= 2  # torch.zeros(1): one 2 MiB block
@@ -143,6 +147,7 @@ def test_the_context_is_memory_pytorch_does_not_count(fresh):
 
 
 @on_gpu
+@pytest.mark.whole_gpu
 def test_a_cached_block_is_reserved_and_used_but_not_allocated(fresh):
     tensors = fresh["tensors"]
     assert tensors["allocated"] == pytest.approx(1024, abs=1)
@@ -155,11 +160,13 @@ def test_a_cached_block_is_reserved_and_used_but_not_allocated(fresh):
 
 
 @on_gpu
+@pytest.mark.whole_gpu
 def test_the_first_matrix_product_adds_memory_outside_pytorchs_cache(fresh):
     assert module.not_pytorchs(fresh["matmul"]) > module.not_pytorchs(fresh["tensors"])
 
 
 @on_gpu
+@pytest.mark.whole_gpu
 def test_empty_cache_returns_the_cached_block_but_not_the_context(fresh):
     before, after = fresh["matmul"], fresh["empty_cache"]
     assert before["reserved"] - after["reserved"] >= 512
