@@ -68,13 +68,20 @@ test: $(VENV)/.test browser slurm ## Set up and run everything CI runs: lint, te
 # The fresh-interpreter runs of every snippet, page and notebook time nothing: on a GPU machine
 # with pytest-xdist they run in parallel first; the claims, some of them speedups, run alone after.
 GPU_WORKERS ?= $(shell $(GPU_PYTHON) -c 'import xdist' 2>/dev/null && echo 6)
-GPU_PYTEST := $(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider
+# GPU_OUTCOMES=path: each test's outcome and seconds, a line as it ends (a run cut off by a time
+# limit still says what ran and what failed).
+GPU_OUTCOMES ?=
+GPU_PYTEST := $(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider \
+              $(if $(GPU_OUTCOMES),--outcomes-log=$(GPU_OUTCOMES))
 NO_TESTS_OK := || [ $$? -eq 5 ]   # pytest's "no tests collected" when PYTEST_ARGS picks one kind
 
 test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if any GPU test is skipped
 	@# -m "not browser": CI=true on a GPU runner too, and the browser check is CPU CI's job.
-	$(GPU_PYTEST) -m "fresh_interpreter and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS)) $(PYTEST_ARGS) $(NO_TESTS_OK)
-	$(GPU_PYTEST) -m "not fresh_interpreter and not browser" $(PYTEST_ARGS) $(NO_TESTS_OK)
+	@# The second half runs whatever the first gives, so one run shows every failure.
+	@status=0; \
+	$(GPU_PYTEST) -m "fresh_interpreter and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS)) $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	$(GPU_PYTEST) -m "not fresh_interpreter and not browser" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	exit $$status
 
 timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<gpu>/ (every run is kept)
 	$(GPU_PYTHON) -m fieldguide.timing_run

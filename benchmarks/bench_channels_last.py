@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.snippet("snippets/precision/channels_last.py"), pytest
 
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {"train_step": "Training step, {images} images of {image} × {image}, {layout}"}
-WORDS = {"contiguous": "NCHW (the default)", "channels_last": "channels_last (NHWC)"}
+WORDS = {"contiguous": "NCHW (the default)", "channels_last": "`channels_last` (NHWC)"}
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])

@@ -24,7 +24,11 @@ LABELS = {
     "loop": "Exercise 4, {steps} training steps: {version}",
 }
 WORDS = {"before": "before", "after": "after",
-         "fp32": "float32 loop", "mixed": "mixed precision (fp16, GradScaler)"}
+         "fp32": "float32 loop", "mixed": "mixed precision (fp16, GradScaler)",
+         "num_workers=0, pageable memory, blocking copies":
+             "`num_workers=0`, pageable memory, blocking copies",
+         "num_workers=4, pinned memory, non_blocking copies":
+             "`num_workers=4`, pinned memory, `non_blocking` copies"}
 
 
 def sgd(model):

@@ -2,12 +2,16 @@
 
 Sweeps of an elementwise operation (2**10 ... 2**26 float32 elements) and a float32 matrix product
 (n = 32 ... 4096), each timed three ways: on the CPU (all of PyTorch's threads), on the GPU with
-the host<->device transfers, and on the GPU with the data already there. `crossover[...]` runs the
-snippet's own `crossover()` once and records its verdict. `loop[...]` times sequential,
-data-dependent work. Budget on an H100 with a 16-core host: about 6 s, mostly the CPU's big sizes.
+the host<->device transfers, and on the GPU with the data already there. Each GPU variant starts
+`snippet.SETTLE_S` after whatever ran before it, never right after a CPU run, and its warm-up
+rounds take the slower first calls after that idle gap (see `small_gpu_op_isolated`).
+`crossover[...]` runs the snippet's own `crossover()` once and records its verdict. `loop[...]`
+times sequential, data-dependent work. Budget on an H100 with a 16-core host: about 11 s, mostly
+the CPU's big sizes and 5 s of pauses.
 """
 
 import functools
+import time
 
 import pytest
 import torch
@@ -61,6 +65,8 @@ def timed(benchmark, case, variant, size, rounds):
     else:
         target, args = snippet.resident, (fn, *inputs(case, size, "cuda"))
     benchmark.extra_info.update(variant=VARIANTS[variant], cpu_threads=torch.get_num_threads())
+    if variant != "cpu":
+        time.sleep(snippet.SETTLE_S)  # as compare() does: never right after a CPU run
     benchmark.pedantic(target, args=args, setup=snippet.sync, rounds=rounds,
                        warmup_rounds=1 if rounds <= 5 else 2)
 
@@ -162,12 +168,16 @@ def bench_supported(benchmark):
 def bench_small_gpu_op_isolated(benchmark, mode):
     """The gpu-resident elementwise op on 1024 elements, each round in a fresh interpreter.
 
-    Why the in-session sweep read 118 us where the op alone takes ~41 us. `fresh`: nothing else
-    in the process, no CPU thread pool ever started. `after-cpu`: each call right after a 16-thread
-    CPU op, as crossover() interleaves them. `after-cpu-settled`: the same with 0.1 s in between.
+    Why an in-session sweep read 118 us where the op alone takes ~41 us. `fresh`: nothing else
+    in the process, no CPU thread pool ever started.
+    `after-cpu`: each call right after a 16-thread CPU op, as crossover() interleaved them before
+    it timed the GPU first. `after-cpu-settled`: the same with snippet.SETTLE_S (0.1 s) in between,
+    the pause that compare() and the GPU variants of the sweeps take.
     `after-cpu-passive`: right after, with OMP_WAIT_POLICY=PASSIVE (idle OpenMP threads sleep at
     once instead of spinning). extra_info `gpu_op_s`: the median over rounds of each child's
     median of 50 calls; compare with when_to_use_a_gpu.elementwise[gpu-resident-1024].
+    On the H100 (2026-11-23) settled was the slowest and passive did not help: the slow call is
+    the first after any idle gap of the GPU, not spinning threads; warm-up calls absorb it.
     """
     import os
     import statistics
@@ -192,7 +202,7 @@ def bench_small_gpu_op_isolated(benchmark, mode):
             if mode != "fresh":
                 s.elementwise(host)
                 if mode == "after-cpu-settled":
-                    time.sleep(0.1)  # far longer than OpenMP's spin-wait
+                    time.sleep(s.SETTLE_S)  # far longer than OpenMP's spin-wait
             s.sync()
             start = time.perf_counter()
             s.resident(s.elementwise, x)

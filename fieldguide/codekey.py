@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +96,22 @@ def _parse(path: Path, relpath: str, is_benchmark: bool) -> _Module:
     return module
 
 
+# Fields that newer Pythons add to the same source's tree (3.12: type_params on def and class).
+# Left out while empty, so that the GPU machine's Python and CI's key the same code the same.
+_NEWER_FIELDS = ("type_params",)
+
+
+def _dump(node: ast.AST) -> str:
+    """ast.dump in the form Python 3.11 gives, whichever Python runs it."""
+    for child in ast.walk(node):
+        for name in _NEWER_FIELDS:
+            if getattr(child, name, None) == []:
+                delattr(child, name)
+    # 3.13 leaves out empty lists and None unless asked: keep them, as 3.11 and 3.12 do.
+    extra = {"show_empty": True} if sys.version_info >= (3, 13) else {}
+    return ast.dump(node, include_attributes=False, **extra)
+
+
 def code_keys(root: Path, benchmark_file: str, function: str, snippet_files: list[str]) -> dict[str, str]:
     """{relative path: key} for `function` in `benchmark_file` and the snippets it names."""
     modules = [_parse(root / benchmark_file, benchmark_file, is_benchmark=True)]
@@ -132,7 +149,7 @@ def code_keys(root: Path, benchmark_file: str, function: str, snippet_files: lis
         nodes = sorted(kept[module.path].values(), key=lambda n: module.order[id(n)])
         digest = hashlib.sha256()
         for node in nodes:
-            digest.update(ast.dump(node, include_attributes=False).encode())
+            digest.update(_dump(node).encode())
             digest.update(b"\n")
         keys[module.path] = digest.hexdigest()
     return keys

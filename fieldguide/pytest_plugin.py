@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="fail the run if any test is skipped for lack of CUDA devices (make test-gpu)",
     )
+    parser.addoption(
+        "--outcomes-log",
+        metavar="PATH",
+        help="append one JSON line per test as it ends (outcome, seconds, failure text): "
+             "a run stopped by a time limit still tells what ran, how long, and what failed",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -72,10 +79,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _log_outcome(report)
     if report.skipped and isinstance(report.longrepr, tuple):
         reason = report.longrepr[2].removeprefix("Skipped: ")
         if reason.startswith(GPU_SKIP_PREFIX):
             _gpu_skips.append(f"{report.nodeid}: {reason}")
+
+
+_outcomes_log: Path | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _outcomes_log
+    path = config.getoption("--outcomes-log", None)
+    # Under pytest-xdist the controller receives every worker's reports: only it writes.
+    _outcomes_log = Path(path) if path and not hasattr(config, "workerinput") else None
+
+
+def _log_outcome(report: pytest.TestReport) -> None:
+    if _outcomes_log is None or (report.when != "call" and report.passed):
+        return
+    line = {"test": report.nodeid, "when": report.when, "outcome": report.outcome,
+            "seconds": round(report.duration, 3)}
+    if report.failed:
+        line["failure"] = report.longreprtext[-2000:]
+    with _outcomes_log.open("a", encoding="utf-8") as log:  # line by line: a kill loses none
+        log.write(json.dumps(line) + "\n")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -11,6 +11,10 @@
     <!-- timing-memory: NAME [title="..."] -->   (draws extra["memory_timeline"])
     <!-- timing-bound: CLAIM [FORMAT] -->   (a bound from CLAIMS in the page's tests)
 
+Tables and charts without `gpu=` show the default GPU (mkdocs.yml `extra: timings:`) and, in
+linked content tabs beside it, each GPU of `extra: timings_beside:` whose runs measured the same
+benchmarks with the current code; choosing a GPU's tab on one table switches them all.
+
 `*` is the only wildcard in a GLOB. FIELD is a stat (median, iqr, q1, q3, mean, stddev, min, max,
 rounds), a value the benchmark recorded in `extra_info`, or a derived one (`bandwidth_gbs`,
 `tflops`, `per_op`). FORMAT is a Python format spec such as `.1f`; other values read in their
@@ -81,15 +85,20 @@ class Page:
     src_uri: str
     url: str
     problems: list[str] = field(default_factory=list)
-    runs: dict[str, tuple[str, Run, int]] = field(default_factory=dict)  # run id -> (gpu, run, uses)
+    # (gpu slug, run id) -> (gpu name, run, uses)
+    runs: dict[tuple[str, str], tuple[str, Run, int]] = field(default_factory=dict)
+    tab_sets: int = 0
 
 
 class Build:
     """One site build: each timings folder loaded once, each benchmark's code keyed once."""
 
-    def __init__(self, root: Path, default_gpu: str | None, timings_dir: Path | None = None):
+    def __init__(self, root: Path, default_gpu: str | None, timings_dir: Path | None = None,
+                 beside: list[str] | None = None, to_html: Callable[[str], str] | None = None):
         self.root = Path(root)
+        self.to_html = to_html or _plain_html  # the site's Markdown, for tab contents
         self.default_gpu = default_gpu
+        self.beside = list(beside or [])  # GPUs shown in tabs beside the default one
         self.timings_dir = Path(timings_dir or self.root / "timings")
         self.keys = CodeKeys(self.root)
         self.loaded: dict[str, Timings] = {}
@@ -119,9 +128,36 @@ class Build:
             for path in self._checked[id(bench)]:
                 self.stale.setdefault(path, {}).setdefault(bench.name, set()).add(page.src_uri)
             for run in bench.runs:
-                gpu, _, uses = page.runs.get(run.id, (timings.gpu, run, 0))
-                page.runs[run.id] = (gpu, run, uses + 1)
+                gpu, _, uses = page.runs.get((timings.slug, run.id), (timings.gpu, run, 0))
+                page.runs[(timings.slug, run.id)] = (gpu, run, uses + 1)
         return found
+
+    def also_measured_on(self, code: Shortcode) -> list[str]:
+        """The GPUs of `beside` whose runs hold every benchmark `code` shows on the default GPU,
+        each measured with the current code. A GPU missing one, or stale, gets no tab."""
+        if code.gpu or not self.beside:
+            return []
+        wanted = self._names(self.timings(None), code.args)
+        found = []
+        for slug in self.beside:
+            if not (self.timings_dir / slug).is_dir():
+                continue  # nothing measured on that GPU yet
+            timings = self.timings(slug)  # a broken folder is an error, not a missing tab
+            try:
+                if self._names(timings, code.args) != wanted:
+                    continue
+            except TimingError:
+                continue  # that GPU has not measured these benchmarks
+            if not any(self.keys.stale_files(b) for p in code.args for b in self._match(timings, p)):
+                found.append(slug)
+        return found
+
+    @staticmethod
+    def _match(timings: Timings, pattern: str) -> list[Benchmark]:
+        return timings.matching(pattern) if "*" in pattern else [timings.benchmark(pattern)]
+
+    def _names(self, timings: Timings, patterns: list[str]) -> list[str]:
+        return [b.name for p in patterns for b in self._match(timings, p)]
 
     def label(self, bench: Benchmark) -> str:
         """The benchmark's declared label; a benchmark a page shows must have one."""
@@ -321,6 +357,46 @@ def render_bound(code: Shortcode, build: Build, page: Page) -> str:
     return format(bound, code.args[1] if len(code.args) == 2 else "g")
 
 
+def in_gpu_tabs(render: Callable[[Shortcode, Build, Page], str]
+                ) -> Callable[[Shortcode, Build, Page], str]:
+    """A table or figure renderer that also draws it for each GPU beside the default one, in
+    content tabs labelled with the GPU's name (linked: one choice switches every tab set)."""
+    def tabs(code: Shortcode, build: Build, page: Page) -> str:
+        first = render(code, build, page)
+        others = build.also_measured_on(code)
+        if not others:
+            return first
+        shown = [(build.timings(None).gpu, first)]
+        for slug in others:
+            on_other = Shortcode(code.kind, code.args, {**code.options, "gpu": slug}, code.text)
+            shown.append((build.timings(slug).gpu, render(on_other, build, page)))
+        return tab_set(build, page, shown)
+
+    return tabs
+
+
+def _plain_html(markdown_text: str) -> str:
+    import markdown
+
+    return markdown.markdown(markdown_text, extensions=["tables", "admonition", "pymdownx.details"])
+
+
+def tab_set(build: Build, page: Page, tabs: list[tuple[str, str]]) -> str:
+    """pymdownx.tabbed's alternate-style HTML, written out: a figure's raw HTML inside `===`
+    tabs would be indented, and Markdown would wrap it in a paragraph. Each tab's Markdown is
+    converted with the site's extensions first."""
+    page.tab_sets += 1
+    n = page.tab_sets
+    inputs = "".join(f'<input{" checked" if i == 0 else ""} id="__gpu_{n}_{i}" name="__gpu_{n}" '
+                     'type="radio">' for i in range(len(tabs)))
+    labels_html = "".join(f'<label for="__gpu_{n}_{i}">{html.escape(name)}</label>'
+                          for i, (name, _) in enumerate(tabs))
+    blocks = "".join(f'<div class="tabbed-block">{build.to_html(body)}</div>' for _, body in tabs)
+    return (f'\n\n<div class="tabbed-set tabbed-alternate" data-tabs="{n}:{len(tabs)}">{inputs}'
+            f'<div class="tabbed-labels">{labels_html}</div><div class="tabbed-content">{blocks}'
+            "</div></div>\n\n")
+
+
 def _figure(module: str, function: str) -> Callable[[Shortcode, Build, Page], str]:
     """A figure renderer that imports its module (matplotlib, MkDocs) only when a page uses it."""
     def render(code: Shortcode, build: Build, page: Page) -> str:
@@ -330,8 +406,9 @@ def _figure(module: str, function: str) -> Callable[[Shortcode, Build, Page], st
 
 
 RENDERERS: dict[str, Callable[[Shortcode, Build, Page], str]] = {
-    "table": render_table, "value": render_value, "ratio": render_ratio,
+    "table": in_gpu_tabs(render_table), "value": render_value, "ratio": render_ratio,
     "crossover": render_crossover, "bound": render_bound,
-    "chart": _figure("figures", "render_chart"), "timeline": _figure("figures", "render_timeline"),
+    "chart": in_gpu_tabs(_figure("figures", "render_chart")),
+    "timeline": _figure("figures", "render_timeline"),
     "roofline": _figure("figures", "render_roofline"), "memory": _figure("memory_chart", "render_memory"),
 }

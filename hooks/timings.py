@@ -9,6 +9,8 @@ HTML, or a figure that was not written.
 import logging
 from pathlib import Path
 
+import markdown
+
 from fieldguide import figures, shortcodes
 
 log = logging.getLogger("mkdocs.hooks.timings")
@@ -18,7 +20,12 @@ build: shortcodes.Build | None = None
 def on_config(config):
     global build
     shortcodes.HOOK_ACTIVE = True
-    build = shortcodes.Build(Path(config.config_file_path).parent, config.extra.get("timings"))
+    def to_html(markdown_text):  # tables and figures inside tabs, with the site's extensions
+        return markdown.Markdown(extensions=config.markdown_extensions,
+                                 extension_configs=config.mdx_configs).convert(markdown_text)
+
+    build = shortcodes.Build(Path(config.config_file_path).parent, config.extra.get("timings"),
+                             beside=config.extra.get("timings_beside"), to_html=to_html)
 
 
 def on_page_markdown(markdown, page, config, files):

@@ -61,16 +61,27 @@ PCIE_GENERATIONS = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130),
 
 
 def pcie_link(index=0):
-    """(generation, lanes) of the GPU's host link, as the driver reports it."""
+    """(generation, lanes) the GPU's host link runs at now, as the driver reports it.
+
+    An idle GPU may drop its link to a lower generation to save power: read it right
+    after a large copy, while the link still runs at the rate the copy got.
+    """
     props = torch.cuda.get_device_properties(index)
     bus_id = (f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:"
               f"{props.pci_device_id:02x}.0")
-    query = "--query-gpu=pcie.link.gen.max,pcie.link.width.max"
-    out = subprocess.run(
-        ["nvidia-smi", f"--id={bus_id}", query, "--format=csv,noheader,nounits"],
-        capture_output=True, text=True, check=True,
-    ).stdout
-    generation, lanes = (int(field) for field in out.split(","))
+    query = "--query-gpu=pcie.link.gen.gpucurrent,pcie.link.width.current"
+    try:
+        result = subprocess.run(
+            ["nvidia-smi", f"--id={bus_id}", query, "--format=csv,noheader,nounits"],
+            capture_output=True, text=True,
+        )
+    except FileNotFoundError:
+        raise RuntimeError("nvidia-smi not found: it comes with the driver") from None
+    try:
+        generation, lanes = (int(field) for field in result.stdout.split(","))
+    except ValueError:  # an error message, or [N/A] where the driver cannot tell
+        said = (result.stdout + result.stderr).strip()
+        raise RuntimeError(f"nvidia-smi did not report the PCIe link: {said}") from None
     return generation, lanes
 
 
@@ -237,14 +248,14 @@ class Uploader:
 
 if __name__ == "__main__":
     # --8<-- [start:main]
-    generation, lanes = pcie_link()
-    rate = link_gbs(generation, lanes)
-    print(f"PCIe gen {generation} x{lanes}: {rate:.1f} GB/s each way")
     for pinned_memory in (False, True):
         label = "pinned  " if pinned_memory else "pageable"
         h2d = bandwidth_gbs(256 * 2**20, pinned_memory, "h2d")
         d2h = bandwidth_gbs(256 * 2**20, pinned_memory, "d2h")
         print(f"{label} 256 MiB: host->device {h2d:.1f} GB/s, device->host {d2h:.1f} GB/s")
+    generation, lanes = pcie_link()  # right after the copies: the link is still up
+    rate = link_gbs(generation, lanes)
+    print(f"PCIe gen {generation} x{lanes}: {rate:.1f} GB/s each way")
     early, late, expected = read_too_early()
     print(f"read before sync saw the result: {(early == expected).all()}; "
           f"after sync: {(late == expected).all()}")

@@ -99,7 +99,10 @@ def saved_bytes(model, x):
 
 # --8<-- [start:peak]
 def peak_bytes(fn, *args):
-    """The most GPU memory allocated at once while fn(*args) runs (CUDA only)."""
+    """The most GPU memory allocated at once while fn(*args) runs (CUDA only).
+
+    It counts every tensor of the process, also those made before the call.
+    """
     torch.cuda.reset_peak_memory_stats(device)
     fn(*args)
     return torch.cuda.max_memory_allocated(device)

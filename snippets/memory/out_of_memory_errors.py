@@ -9,7 +9,7 @@ GPUS_NEEDED = 1  # out-of-memory errors and the caching allocator's settings are
 import torch
 from torch import nn
 
-device = torch.device("cuda")
+device = torch.device("cuda", 0)  # an index: set_per_process_memory_fraction needs one
 MiB, GiB = 2**20, 2**30
 WIDTH = 1024
 

@@ -206,7 +206,7 @@ def step_with_overflow(model, optimizer, scaler, tokens):
     before = [p.detach().clone() for p in model.parameters()]
     scale = scaler.get_scale()
     scaler.unscale_(optimizer)
-    scaler.step(optimizer)  # finds the inf: optimizer.step() is not called
+    scaler.step(optimizer)  # finds the inf: the optimizer does not step
     scaler.update()
     after = list(model.parameters())
     unchanged = all(torch.equal(b, a) for b, a in zip(before, after, strict=True))

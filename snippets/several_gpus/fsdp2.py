@@ -15,16 +15,20 @@ from snippets.several_gpus.ddp_with_torchrun import make_dataset, make_loader, m
 # isort: split
 # --8<-- [start:shard]
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 
 def shard(model, device):
     """Every Linear layer becomes a unit of its own, then the whole model."""
+    # The mesh names the device type: left to itself, fully_shard picks the GPU whenever
+    # the machine has one, also for gloo processes that train on the CPU.
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     model.to(device)
     for layer in model:
         if isinstance(layer, nn.Linear):
-            fully_shard(layer)  # its parameters: 1/world_size of each on every rank
-    fully_shard(model)  # the root: whatever is left, and the forward/backward hooks
+            fully_shard(layer, mesh=mesh)  # 1/world_size of its parameters per rank
+    fully_shard(model, mesh=mesh)  # the root: the rest, and the forward/backward hooks
     return model
 # --8<-- [end:shard]
 

@@ -14,7 +14,7 @@ from torch import nn
 if torch.cuda.device_count() >= 2:
     devices = (torch.device("cuda:0"), torch.device("cuda:1"))
 else:  # the same code on one device: correct, but nothing can overlap
-    one = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    one = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     devices = (one, one)
 # --8<-- [end:devices]
 

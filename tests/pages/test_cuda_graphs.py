@@ -63,23 +63,31 @@ def test_graphed_callables_match_eager_outputs_and_gradients(snippet):
             torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-6)
 
 
+SWITCH = "torch.autograd.graph.set_warn_on_accumulate_grad_stream_mismatch(False)\n"
+
+
 def graphed_callables_code(warning_off):
-    """The page's sections for make_graphed_callables, pasted in order, then two training steps."""
+    """The page's sections for make_graphed_callables, pasted in order, then two training steps.
+    The section sets the warning switch before make_graphed_callables; without warning_off, the
+    switch is left out."""
     from fieldguide import ROOT
     from fieldguide.snippets import sections
 
     graphs = sections(ROOT / "snippets/execution/cuda_graphs.py")
-    switch = sections(ROOT / "snippets/execution/graphed_grad_stream.py")["warning_off"]
-    return "\n\n".join([graphs["setup"], switch if warning_off else "",
-                         graphs["graphed_callables"],
+    graphed = graphs["graphed_callables"]
+    assert graphed.count(SWITCH) == 1
+    assert graphed.index(SWITCH) < graphed.index("torch.cuda.make_graphed_callables(")
+    return "\n\n".join([graphs["setup"], graphed if warning_off else graphed.replace(SWITCH, ""),
                          "train_step(model, batch)\ntrain_step(model, batch)\n"])
 
 
-@pytest.mark.snippet("snippets/execution/graphed_grad_stream.py")
 def test_graphed_callables_section_runs_with_warnings_as_errors():
     from tests.helpers import run_python
 
-    result = run_python(["-W", "error::UserWarning", "-c", graphed_callables_code(True)])
+    # Only autograd's stream warning is an error: cuBLAS may warn once, harmlessly, that it set
+    # up a CUDA context on the backward thread (seen on the H100, torch 2.11).
+    strict = "import warnings\nwarnings.filterwarnings('error', message='.*AccumulateGrad')\n"
+    result = run_python(["-c", strict + graphed_callables_code(True)])
     assert result.returncode == 0, result.stderr
 
 

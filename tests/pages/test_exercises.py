@@ -145,7 +145,7 @@ def fp32_losses(snippet):
 
 
 def test_exercise_4_the_float32_loop_learns(fp32_losses):
-    assert fp32_losses[-1] < 0.9 * fp32_losses[0], fp32_losses
+    assert fp32_losses[-1] < 0.95 * fp32_losses[0], fp32_losses
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
@@ -160,7 +160,7 @@ def test_exercise_4_clipping_before_unscale_would_not_train(snippet, fp32_losses
     """The control: with the mistake the same test fails, so the one above can fail."""
     losses = train_clipping_scaled_gradients(*snippet.make_problem())
     gap = ((losses - fp32_losses).abs() / fp32_losses).max().item()
-    assert gap > 3 * CLAIMS["loss_gap"], gap
+    assert gap > 2 * CLAIMS["loss_gap"], gap
 
 
 def test_exercise_4_solution_survives_a_batch_that_overflows(snippet):

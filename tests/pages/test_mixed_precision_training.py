@@ -83,7 +83,8 @@ def test_scaler_skips_the_step_and_halves_the_scale_on_inf(snippet, batch):
     unchanged, before, after = snippet.step_with_overflow(model, optimizer, scaler, batch[0])
     assert unchanged, "optimizer.step() must not run on an inf gradient"
     assert after == before / 2
-    assert not optimizer.state, "the optimizer never stepped, so it holds no moments yet"
+    # A fused optimizer is called with the inf flag and skips inside its kernel: no step counted.
+    assert all(float(state["step"]) == 0 for state in optimizer.state.values())
 
 
 def test_a_normal_step_after_the_skip_updates_the_weights(snippet, batch):

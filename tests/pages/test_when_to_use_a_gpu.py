@@ -23,6 +23,25 @@ def test_compare_times_every_available_path(snippet):
     assert set(times) == expected and all(t > 0 for t in times.values())
 
 
+def test_compare_times_the_gpu_first_after_a_pause(snippet, monkeypatch):
+    """The page's note on the small sizes: compare() pauses, times both GPU paths, then the
+    CPU, so no CPU run comes right before a GPU measurement."""
+    class Tensor:  # stands in for host inputs; this test needs no GPU
+        def to(self, where):
+            return self
+
+    calls = []
+    monkeypatch.setattr(snippet, "device", torch.device("cuda"))
+    monkeypatch.setattr(snippet, "make_inputs", lambda case, size: (Tensor(),))
+    monkeypatch.setattr(snippet.time, "sleep", lambda seconds: calls.append(("sleep", seconds)))
+    monkeypatch.setattr(snippet, "median_time",
+                        lambda fn, *args, repeats: calls.append(fn) or 1.0)
+    times = snippet.compare("elementwise", 1024)
+    assert calls == [("sleep", snippet.SETTLE_S), snippet.with_transfers, snippet.resident,
+                     snippet.elementwise], calls
+    assert list(times) == ["gpu_with_transfers", "gpu_resident", "cpu"]
+
+
 def test_sweeps_span_the_sizes_the_page_names(snippet):
     assert snippet.SWEEPS["elementwise"][0] == 2**10 and snippet.SWEEPS["elementwise"][-1] == 2**26
     assert snippet.SWEEPS["matmul"] == [32, 64, 128, 256, 512, 1024, 2048, 4096]

@@ -17,6 +17,8 @@ import pytest
 
 from fieldguide import ROOT
 
+pytest.importorskip("mkdocs", reason="reads the site's configuration as MkDocs does")
+
 DOCS = ROOT / "docs"
 CONTRIBUTOR_PAGES = ("contributing.md", "reference.md")
 # Elements whose start tag closes an open <p> in HTML: written inside a <p>, they break it in two

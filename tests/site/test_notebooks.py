@@ -8,6 +8,7 @@ downloading it. Notebooks whose page includes a GPU snippet run on a GPU (`make 
 
 import json
 import os
+from pathlib import Path
 import posixpath
 import re
 import subprocess
@@ -94,7 +95,11 @@ def kernel(tmp_path_factory):
     kernels = tmp_path_factory.mktemp("kernels")
     spec = kernels / "fieldguide" / "kernel.json"
     spec.parent.mkdir()
-    argv = [sys.executable, *STRICT_WARNINGS, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    # Tornado, under the kernel itself, asks Python 3.12+ for an event loop in a deprecated way
+    # as the kernel starts: that one is the kernel's, not the notebook's, so it stays a warning.
+    kernel_own = ["-W", "ignore:There is no current event loop:DeprecationWarning"]
+    argv = [sys.executable, *STRICT_WARNINGS, *kernel_own,
+            "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     spec.write_text(json.dumps({"argv": argv, "display_name": "field guide tests", "language": "python"}))
     return kernels
 
@@ -110,7 +115,13 @@ def _run(notebook_file, kernels, cwd):
     notebook = nbformat.read(notebook_file, as_version=4)
     manager = KernelManager(kernel_name="fieldguide",
                             kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no project on the path
+    # The project stays off the kernel's path (the notebook must stand alone); other entries,
+    # such as the GPU machine's carried ipykernel, stay on it.
+    env = dict(os.environ)
+    kept = [entry for entry in env.pop("PYTHONPATH", "").split(os.pathsep)
+            if entry and Path(entry).resolve() != ROOT.resolve()]
+    if kept:
+        env["PYTHONPATH"] = os.pathsep.join(kept)
     client = NotebookClient(notebook, km=manager, timeout=CELL_TIMEOUT,
                             resources={"metadata": {"path": str(cwd)}})
     client.execute(env=env)

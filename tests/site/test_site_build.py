@@ -52,9 +52,10 @@ MKDOCS = """
 site_name: hook test
 extra:
   timings: fake-gpu-9000
+  timings_beside: [fake-gpu-7000]
 hooks:
   - {hook}
-markdown_extensions: [fieldguide.unrendered, admonition, pymdownx.details, tables]
+markdown_extensions: [fieldguide.unrendered, admonition, pymdownx.details, tables, md_in_html]
 """
 SIZES = (2**10, 2**20, 2**30)
 
@@ -122,6 +123,48 @@ def test_renders_table_value_ratio_chart_and_provenance(project):
     assert sorted(c.split("-", 1)[1] for c in charts) == [
         "dark-narrow.svg", "dark.svg", "light-narrow.svg", "light.svg"]
     assert "timing-value: nope median" in html
+
+
+TABLE_AND_CHART = ("# P\n\n<!-- timing-table: copy.copy[*] -->\n\n"
+                   "<!-- timing-chart: copy.copy[*] x=bytes y=bandwidth_gbs -->\n")
+
+
+def test_a_second_gpu_appears_in_tabs_beside_the_default_one(project):
+    write_run(project.path / "timings", fake_run(project.benches(scale=0.5), gpu_name="Fake GPU 7000"))
+    result = build(project, TABLE_AND_CHART + "\nValue: <!-- timing-value: copy.copy[1024] median -->\n")
+    assert result.returncode == 0, result.stderr
+    html = (project.path / "site" / "index.html").read_text()
+    assert html.count('class="tabbed-set') == 2  # the table's and the chart's
+    assert html.count(">Fake GPU 9000</label>") == 2 and html.count(">Fake GPU 7000</label>") == 2
+    assert "Fake GPU 7000 · 1 run" in html  # each tab carries its own provenance
+    assert "Value: 20.5 ns" in html  # prose quotes the default GPU only
+    assert "Fake GPU 7000" in html.split('id="measured-on"')[1]
+
+
+def test_a_second_gpu_without_the_same_benchmarks_or_with_stale_ones_gets_no_tab(project):
+    partial = [b for b in project.benches(scale=0.5) if not b["fullname"].endswith("[1024]")]
+    write_run(project.path / "timings", fake_run(partial, gpu_name="Fake GPU 7000"))
+    result = build(project, TABLE_AND_CHART)
+    assert result.returncode == 0, result.stderr
+    assert "tabbed-set" not in (project.path / "site" / "index.html").read_text()
+
+    stale = project.benches(scale=0.5)
+    for bench in stale:
+        bench["extra_info"]["code"] = {path: "0" * 64 for path in bench["extra_info"]["code"]}
+    write_run(project.path / "timings", fake_run(stale, date="2026-11-22T00:00:00+00:00",
+                                                  gpu_name="Fake GPU 7000"))
+    result = build(project, TABLE_AND_CHART)
+    assert result.returncode == 0, result.stderr
+    assert "tabbed-set" not in (project.path / "site" / "index.html").read_text()
+
+
+def test_a_broken_second_gpu_folder_fails_the_build(project):
+    folder = project.path / "timings" / "fake-gpu-7000"
+    folder.mkdir()
+    (folder / "20261121T000000Z_abcdef1234.json").write_text("{not json")
+    result = build(project, TABLE_AND_CHART)
+    assert result.returncode != 0
+    assert "is not valid JSON" in result.stderr
 
 
 def test_runs_that_disagree_show_their_range(project):

@@ -1,0 +1,43 @@
+"""`--outcomes-log`: one JSON line per test as it ends, so a GPU run cut off by its time limit
+still says what ran, how long each test took and why the failures failed."""
+
+import json
+import subprocess
+import sys
+
+from fieldguide import ROOT
+
+TESTS = '''
+import time
+
+
+def test_quick():
+    pass
+
+
+def test_slow():
+    time.sleep(0.2)
+
+
+def test_wrong():
+    assert 1 + 1 == 3, "arithmetic"
+'''
+
+
+def test_each_test_is_logged_as_it_ends(tmp_path):
+    (tmp_path / "test_sample.py").write_text(TESTS)
+    log = tmp_path / "outcomes.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "fieldguide.pytest_plugin",
+         f"--outcomes-log={log}", "test_sample.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 1, result.stdout + result.stderr  # test_wrong fails
+    lines = {entry["test"].split("::")[-1]: entry
+             for entry in map(json.loads, log.read_text().splitlines())}
+    assert set(lines) == {"test_quick", "test_slow", "test_wrong"}
+    assert lines["test_slow"]["seconds"] >= 0.2
+    assert lines["test_wrong"]["outcome"] == "failed"
+    assert "arithmetic" in lines["test_wrong"]["failure"]
+    assert "failure" not in lines["test_quick"]
