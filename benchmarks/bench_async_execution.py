@@ -34,12 +34,13 @@ def bench_queue(benchmark, what):
     """Ten 4096 x 4096 products: the time to queue them, and the time until they are done."""
     fn = snippet.launch if what == "launch" else snippet.launch_and_wait
     benchmark.extra_info.update(kernels=10, flops=10 * 2 * snippet.n**3, what=what)
+    # plain benchmark: "launch" times how long the call takes to return, not the GPU work
     benchmark.pedantic(fn, args=(snippet.a,), setup=snippet.sync, rounds=20, warmup_rounds=2)
     snippet.sync()
 
 
 @pytest.mark.parametrize("every", [1, 50], ids=["every-step", "every-50"])
-def bench_train_loop(benchmark, every):
+def bench_train_loop(gpu_benchmark, every):
     """STEPS training steps of a 3-hidden-layer MLP, reading the loss every step or every 50."""
     model, optimizer = snippet.make_model()
     batches = snippet.make_batches()
@@ -48,13 +49,9 @@ def bench_train_loop(benchmark, every):
     else:
         loop = functools.partial(snippet.train_reading_every, model, optimizer, batches, STEPS,
                                  every=every)
-
-    def run():
-        loop()
-        snippet.sync()
-
-    benchmark.extra_info.update(ops=STEPS, every=every, width=snippet.width, batch=snippet.batch)
-    benchmark.pedantic(run, setup=snippet.sync, rounds=5, warmup_rounds=1)
+    gpu_benchmark.extra_info.update(ops=STEPS, every=every, width=snippet.width,
+                                    batch=snippet.batch)
+    gpu_benchmark(loop, rounds=5, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("source", ["cached", "fresh"])
@@ -64,6 +61,7 @@ def bench_alloc(benchmark, source):
     snippet.allocate(nbytes)
     setup = torch.cuda.empty_cache if source == "fresh" else snippet.sync
     benchmark.extra_info.update(size_mib=nbytes // 2**20, source=source)
+    # plain benchmark: times the allocator, no GPU work; "fresh" needs empty_cache as setup
     benchmark.pedantic(snippet.allocate, args=(nbytes,), setup=setup, rounds=20, warmup_rounds=1)
 
 
@@ -82,6 +80,7 @@ def bench_launch_blocking(benchmark, launch_blocking, monkeypatch):
     def fresh_process():
         inner.append(snippet.seconds_per_step_in_fresh_process(launch_blocking))
 
+    # plain benchmark: times whole child processes; nothing is queued on the GPU here
     benchmark.pedantic(fresh_process, rounds=2, warmup_rounds=0)
     benchmark.extra_info.update(step_us=statistics.median(inner) * 1e6,
                                 launch_blocking=launch_blocking)

@@ -34,6 +34,7 @@ MATMUL_N = 8192
 @gpu_only
 def bench_device(benchmark):
     """The device's own figures (the time, of a property query, is not quoted)."""
+    # plain benchmark: a property query, no GPU work to wait for
     gpu = benchmark.pedantic(snippet.describe_gpu, rounds=5, warmup_rounds=1)
     host = snippet.describe_cpu()
     benchmark.extra_info.update(
@@ -54,44 +55,45 @@ def bench_tiny_op(benchmark, where):
     """Latency: add 1 to a one-element tensor and wait for it."""
     x = torch.zeros(1, device="cuda" if where == "gpu" else "cpu")
     benchmark.extra_info.update(where=where)
+    # plain benchmark: µs latency, CPU case too; an extra synchronize would be timed in it
     benchmark.pedantic(snippet.tiny_op, args=(x,), setup=snippet.sync, rounds=300, warmup_rounds=20)
 
 
 @pytest.mark.parametrize("where", ["cpu", "gpu"])
 @gpu_only
-def bench_triad(benchmark, where):
+def bench_triad(benchmark, gpu_benchmark, where):
     """Throughput: a = b + 3c on 2**26 float32 elements, on each side."""
     a, b, c = snippet.make_triad(TRIAD_ELEMENTS, "cuda" if where == "gpu" else "cpu")
     benchmark.extra_info.update(where=where, elements=TRIAD_ELEMENTS, bytes=12 * TRIAD_ELEMENTS)
     if where == "gpu":  # a point on the GPU's roofline
         benchmark.extra_info.update(flops=2 * TRIAD_ELEMENTS, kind="triad (elementwise)",
                                     label="triad")
+        gpu_benchmark(snippet.triad, a, b, c, rounds=50, warmup_rounds=2)
     else:
         benchmark.extra_info.update(torch_threads=torch.get_num_threads())
-    rounds = 50 if where == "gpu" else 10
-    benchmark.pedantic(snippet.triad, args=(a, b, c), setup=snippet.sync, rounds=rounds,
-                       warmup_rounds=2)
+        # plain benchmark: CPU work; a CUDA synchronize does not belong in its timed call
+        benchmark.pedantic(snippet.triad, args=(a, b, c), setup=snippet.sync, rounds=10,
+                           warmup_rounds=2)
 
 
 @gpu_only
-def bench_copy(benchmark):
+def bench_copy(gpu_benchmark):
     """Device-to-device copy of 1 GiB; `bytes` counts the read and the write (2 GiB)."""
     src, dst = snippet.make_copy_buffers(COPY_BYTES)
-    benchmark.extra_info.update(buffer_bytes=COPY_BYTES, bytes=2 * COPY_BYTES)
-    benchmark.pedantic(snippet.copy, args=(src, dst), setup=snippet.sync, rounds=30, warmup_rounds=3)
+    gpu_benchmark.extra_info.update(buffer_bytes=COPY_BYTES, bytes=2 * COPY_BYTES)
+    gpu_benchmark(snippet.copy, src, dst, rounds=30, warmup_rounds=3)
 
 
 @pytest.mark.parametrize("precision", list(snippet.PRECISIONS))
 @gpu_only
-def bench_matmul(benchmark, precision):
+def bench_matmul(gpu_benchmark, precision):
     """One 8192 x 8192 product per round; tflops = 2 n^3 / median."""
     n = MATMUL_N
     a, b = snippet.make_operands(n, precision)
-    benchmark.extra_info.update(
+    gpu_benchmark.extra_info.update(
         n=n, precision=precision, flops=2 * n**3, bytes=3 * n * n * a.element_size(),
         kind="matmul 8192 x 8192", label=precision, roof=precision,
         relative_error=snippet.relative_error(2048, precision),
     )
     rounds = 10 if precision == "fp32" else 30
-    benchmark.pedantic(snippet.matmul, args=(a, b, precision), setup=snippet.sync,
-                       rounds=rounds, warmup_rounds=3)
+    gpu_benchmark(snippet.matmul, a, b, precision, rounds=rounds, warmup_rounds=3)

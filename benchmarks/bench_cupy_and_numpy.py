@@ -87,6 +87,7 @@ def bench_matmul_cupy(benchmark, matrices, precision):
     a, _ = matrices(precision)
     out = cp.empty_like(a)
     benchmark.extra_info.update(n=N, precision=precision, library="cupy", flops=2 * N**3)
+    # plain benchmark: CuPy work, waited for by CuPy (this file does not import torch)
     benchmark.pedantic(snippet.cupy_product, args=(a, out), setup=cp.cuda.Device().synchronize,
                        rounds=5, warmup_rounds=1)
     gpu_s, cpu_s = snippet.gpu_and_cpu_seconds(a, repeats=3)
@@ -102,6 +103,7 @@ def bench_matmul_numpy(benchmark, matrices, precision):
     benchmark.extra_info.update(n=N, precision=precision, library="numpy", flops=2 * N**3,
                                 threads=threads, threads_source=source,
                                 cpu_count=os.cpu_count())
+    # plain benchmark: NumPy on the CPU, no GPU work
     benchmark.pedantic(snippet.numpy_product, args=(a, out), rounds=1, warmup_rounds=0)
 
 
@@ -117,6 +119,7 @@ def bench_first_call(benchmark):
                              capture_output=True, text=True).stdout
         seen["first"], seen["steady"] = json.loads(out.splitlines()[-1])
 
+    # plain benchmark: times a whole child process; nothing is queued on the GPU here
     benchmark.pedantic(fresh_process, rounds=1, warmup_rounds=0)
     benchmark.extra_info.update(n=N, precision="fp64", first_ms=seen["first"] * 1e3,
                                 steady_ms=seen["steady"] * 1e3,
@@ -139,6 +142,7 @@ def bench_transfer(benchmark, matrices, direction):
     """Moving the seed's fp64 matrix (2 GB, ordinary pageable host memory) across PCIe."""
     on_gpu, host = matrices("fp64")
     benchmark.extra_info.update(bytes=host.nbytes, direction=direction, n=N)
+    # plain benchmark: CuPy work, waited for by CuPy (this file does not import torch)
     if direction == "to_gpu":
         benchmark.pedantic(to_gpu, args=(host,), rounds=3, warmup_rounds=0)
     else:
@@ -163,22 +167,21 @@ def bench_affine_clamp(benchmark, version):
 
     # The least any version must move: read x once and write y once, per call.
     benchmark.extra_info.update(version=version, ops=REPEATS, bytes=REPEATS * 2 * x.nbytes)
+    # plain benchmark: CuPy work, waited for by CuPy (this file does not import torch)
     benchmark.pedantic(run, setup=cp.cuda.Device().synchronize, rounds=10, warmup_rounds=2)
 
 
 @pytest.mark.parametrize("how", ["from_dlpack", "copy"])
-def bench_exchange(benchmark, how):
+def bench_exchange(gpu_benchmark, how):
     """Handing a 256 MiB CuPy array to PyTorch: DLPack (no copy) vs a device-to-device copy."""
     torch = snippet.torch
     x = cp.random.rand(ELEMENTS, dtype=cp.float32)
 
     def exchange():
-        t = torch.from_dlpack(x if how == "from_dlpack" else x.copy())
-        torch.cuda.synchronize()
-        return t
+        return torch.from_dlpack(x if how == "from_dlpack" else x.copy())
 
-    benchmark.extra_info.update(how=how, bytes=x.nbytes)
-    benchmark.pedantic(exchange, setup=torch.cuda.synchronize, rounds=50, warmup_rounds=2)
+    gpu_benchmark.extra_info.update(how=how, bytes=x.nbytes)
+    gpu_benchmark(exchange, rounds=50, warmup_rounds=2)
 
 
 @pytest.mark.parametrize("into", ["fresh", "pageable", "pinned"])
@@ -188,6 +191,7 @@ def bench_to_host(benchmark, matrices, into):
     copies into a host array made once, pageable or pinned (the copy alone)."""
     on_gpu, _ = matrices("fp64")
     benchmark.extra_info.update(bytes=on_gpu.nbytes, direction="to_host", into=into, n=N)
+    # plain benchmark: CuPy work, waited for by CuPy (this file does not import torch)
     if into == "fresh":
         benchmark.pedantic(snippet.to_host_fresh, args=(on_gpu,), rounds=3, warmup_rounds=0)
     else:

@@ -33,16 +33,16 @@ def timed(fn, durations):
 
 
 @pytest.mark.parametrize("num_workers", WORKERS, ids=[str(w) for w in WORKERS])
-def bench_loader(benchmark, num_workers):
+def bench_loader(gpu_benchmark, num_workers):
     """One epoch of the CPU-bound dataset; the warm-up epoch starts the (persistent) workers."""
     loader = snippet.make_loader(snippet.dataset, num_workers)
     durations, rounds = [], 3
-    benchmark.pedantic(timed(lambda: snippet.run_epoch(loader), durations),
-                       rounds=rounds, warmup_rounds=1)
+    gpu_benchmark(timed(lambda: snippet.run_epoch(loader), durations), rounds=rounds,
+                  warmup_rounds=1)
     items = len(snippet.dataset)
-    benchmark.extra_info.update(num_workers=num_workers, items=items, ops=items,
-                                fields=snippet.dataset.fields,
-                                items_per_s=round(items / statistics.median(durations[-rounds:])))
+    gpu_benchmark.extra_info.update(
+        num_workers=num_workers, items=items, ops=items, fields=snippet.dataset.fields,
+        items_per_s=round(items / statistics.median(durations[-rounds:])))
 
 
 @pytest.mark.parametrize("num_workers", [0, 8], ids=["0", "8"])
@@ -57,27 +57,28 @@ def bench_first_batch(benchmark, num_workers):
     def first_batch():
         waits.append(snippet.time_to_first_batch(snippet.dataset, num_workers))
 
+    # plain benchmark: worker start-up on the CPU, no GPU work
     benchmark.pedantic(first_batch, rounds=3, warmup_rounds=1)
     benchmark.extra_info.update(num_workers=num_workers,
                                 first_batch_ms=round(statistics.median(waits[-3:]) * 1e3, 1))
 
 
 @pytest.mark.parametrize("where", ["dataloader", "gpu"])
-def bench_augment(benchmark, where):
+def bench_augment(gpu_benchmark, where):
     """Random crop + flip of a 20,000-image dataset: DataLoader workers vs tensor ops on the GPU."""
     images, labels = snippet.random_images(snippet.n_images)
     if where == "gpu":
         epoch = lambda: snippet.gpu_epoch(images, labels)  # noqa: E731
-        benchmark.extra_info["num_workers"] = 0
+        gpu_benchmark.extra_info["num_workers"] = 0
     else:
         loader = snippet.make_image_loader(images, labels)
         epoch = lambda: snippet.dataloader_epoch(loader)  # noqa: E731
-        benchmark.extra_info["num_workers"] = snippet.workers
+        gpu_benchmark.extra_info["num_workers"] = snippet.workers
     durations, rounds = [], 3
-    benchmark.pedantic(timed(epoch, durations), setup=snippet.sync, rounds=rounds,
-                       warmup_rounds=1)
-    benchmark.extra_info.update(where=where, items=len(images), ops=len(images),
-                                items_per_s=round(len(images) / statistics.median(durations[-rounds:])))
+    gpu_benchmark(timed(epoch, durations), rounds=rounds, warmup_rounds=1)
+    gpu_benchmark.extra_info.update(
+        where=where, items=len(images), ops=len(images),
+        items_per_s=round(len(images) / statistics.median(durations[-rounds:])))
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
@@ -99,6 +100,7 @@ def bench_worker_start(benchmark, context):
         next(iter(loader))
         waits.append(time.perf_counter() - start)
 
+    # plain benchmark: worker start-up on the CPU, no GPU work
     benchmark.pedantic(first_batch, rounds=3, warmup_rounds=1)
     benchmark.extra_info.update(context=context, num_workers=workers,
                                 first_batch_ms=round(statistics.median(waits[-3:]) * 1e3, 1))
@@ -128,6 +130,7 @@ def bench_cuda_worker_memory(benchmark):
         per_worker.append((free_before - free_during) / workers)
         del batches, loader  # shuts the workers down; their contexts go with them
 
+    # plain benchmark: what is quoted is memory; the CUDA work is in the workers
     benchmark.pedantic(with_workers, rounds=3, warmup_rounds=1)
     benchmark.extra_info.update(num_workers=workers,
                                 context_bytes_per_worker=statistics.median(per_worker[-3:]))

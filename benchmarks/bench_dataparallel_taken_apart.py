@@ -43,4 +43,5 @@ def bench_step(benchmark):
     benchmark.extra_info.update(gpus=2, batch_per_gpu=two_ranks.BATCH_PER_GPU,
                                 parameters=two_ranks.parameter_count(model),
                                 peak_gpu0_gib=peaks[0], peak_gpu1_gib=peaks[1])
+    # plain benchmark: two GPUs; gpu_benchmark synchronizes only the current one
     benchmark.pedantic(step, setup=synchronize_both, rounds=20, warmup_rounds=3)

@@ -79,6 +79,7 @@ def bench_step(benchmark, request, gpus):
     if gpus == 1:
         prepare(1)
         benchmark.extra_info["parameters"] = two_ranks.parameter_count(_state["model"])
+        # plain benchmark: the baseline of the 2-GPU case below, timed the same way
         benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=20, warmup_rounds=3)
         events = profiled_step()
         peaks = [two_ranks.peak_gib(_state["device"])]
@@ -87,6 +88,7 @@ def bench_step(benchmark, request, gpus):
         pair = request.getfixturevalue("pair")
         pair.call(prepare, 2)
         benchmark.extra_info["parameters"] = two_ranks.parameter_count(_state["model"])
+        # plain benchmark: two ranks; pair.announcer starts each round on the other rank too
         benchmark.pedantic(step, setup=pair.announcer(step), rounds=20, warmup_rounds=3)
         events = pair.call(profiled_step)
         peaks = pair.call(peaks_and_release)

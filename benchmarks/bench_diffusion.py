@@ -53,7 +53,7 @@ def numpy_steps(n):
 
 
 def make_run(variant, n, extra):
-    """A zero-argument callable that advances the grid by `steps` steps and waits for it."""
+    """A zero-argument callable that advances the grid by `steps` steps (on a GPU, queues them)."""
     start = snippet.initial_grid((n, n))
     if variant == "numpy_seed":
         steps = numpy_steps(n)
@@ -61,54 +61,35 @@ def make_run(variant, n, extra):
 
     u = torch.from_numpy(start).to("cuda")
     if variant == "torch_seed":
-        def run():
-            snippet.run_torch(u, STEPS)
-            snippet.sync()
-    elif variant == "torch_slices":
+        return (lambda: snippet.run_torch(u, STEPS)), STEPS
+    if variant == "torch_slices":
         spare = torch.empty_like(u)
-
-        def run():
-            snippet.run_inplace(u, spare, STEPS)
-            snippet.sync()
-    elif variant == "torch_compile":
+        return (lambda: snippet.run_inplace(u, spare, STEPS)), STEPS
+    if variant == "torch_compile":
         begin = time.perf_counter()
         snippet.run_compiled(u, 1)  # compiles for this grid shape
         snippet.sync()
         extra["compile_s"] = time.perf_counter() - begin
+        return (lambda: snippet.run_compiled(u, STEPS)), STEPS
 
-        def run():
-            snippet.run_compiled(u, STEPS)
-            snippet.sync()
-    else:
-        from snippets.case_studies import diffusion_gpu as gpu
+    from snippets.case_studies import diffusion_gpu as gpu
 
-        if variant == "torch_graph":
-            graph = gpu.capture_torch(u, PER_GRAPH)
-
-            def run():
-                gpu.replay_torch(graph, STEPS // PER_GRAPH)
-                snippet.sync()
-        else:
-            grid = gpu.cp.asarray(start)
-            spare = gpu.cp.empty_like(grid)
-            if variant == "cupy_kernel":
-                def run():
-                    gpu.run_cupy(grid, spare, STEPS)
-                    snippet.sync()
-            else:  # cupy_graph
-                graph = gpu.capture_cupy(grid, spare, PER_GRAPH)
-
-                def run():
-                    gpu.replay_cupy(graph, STEPS // PER_GRAPH)
-                    snippet.sync()
-    return run, STEPS
+    if variant == "torch_graph":
+        graph = gpu.capture_torch(u, PER_GRAPH)
+        return (lambda: gpu.replay_torch(graph, STEPS // PER_GRAPH)), STEPS
+    grid = gpu.cp.asarray(start)
+    spare = gpu.cp.empty_like(grid)
+    if variant == "cupy_kernel":
+        return (lambda: gpu.run_cupy(grid, spare, STEPS)), STEPS
+    graph = gpu.capture_cupy(grid, spare, PER_GRAPH)  # cupy_graph
+    return (lambda: gpu.replay_cupy(graph, STEPS // PER_GRAPH)), STEPS
 
 
 @pytest.mark.parametrize(
     ("variant", "n"),
     [pytest.param(v, n, marks=marks, id=f"{v}-{n}") for v, n, marks in CASES],
 )
-def bench_step(benchmark, variant, n):
+def bench_step(benchmark, gpu_benchmark, variant, n):
     extra = {}
     run, steps = make_run(variant, n, extra)
     rounds, warmup = (3, 1) if (variant == "numpy_seed" and n > 640) else (ROUNDS, WARMUP)
@@ -116,20 +97,18 @@ def bench_step(benchmark, variant, n):
         variant=variant, grid=n, cells=n * n, ops=steps, bytes=steps * 2 * 4 * n * n,
         device="cpu" if variant == "numpy_seed" else "cuda", **extra,
     )
-    benchmark.pedantic(run, setup=snippet.sync, rounds=rounds, warmup_rounds=warmup)
+    if variant == "numpy_seed":  # plain benchmark: NumPy, runs without CUDA too
+        benchmark.pedantic(run, setup=snippet.sync, rounds=rounds, warmup_rounds=warmup)
+    else:
+        gpu_benchmark(run, rounds=rounds, warmup_rounds=warmup)
 
 
 @pytest.mark.gpus(1)
 @pytest.mark.parametrize("n", GRIDS, ids=str)
-def bench_copy_ceiling(benchmark, n):
+def bench_copy_ceiling(gpu_benchmark, n):
     """dst.copy_(src) of one grid: the same 2 x grid bytes a step must move, and nothing else."""
     src = torch.from_numpy(snippet.initial_grid((n, n))).to("cuda")
     dst = torch.empty_like(src)
-
-    def run():
-        snippet.run_copy(src, dst, STEPS)
-        snippet.sync()
-
-    benchmark.extra_info.update(variant="copy", grid=n, cells=n * n, ops=STEPS,
-                                bytes=STEPS * 2 * src.nbytes, device="cuda")
-    benchmark.pedantic(run, setup=snippet.sync, rounds=ROUNDS, warmup_rounds=WARMUP)
+    gpu_benchmark.extra_info.update(variant="copy", grid=n, cells=n * n, ops=STEPS,
+                                    bytes=STEPS * 2 * src.nbytes, device="cuda")
+    gpu_benchmark(snippet.run_copy, src, dst, STEPS, rounds=ROUNDS, warmup_rounds=WARMUP)

@@ -39,6 +39,7 @@ def bench_record(benchmark, snippet, timing):
     event = torch.cuda.Event(enable_timing=timing)
     event.record()  # the CUDA event is created lazily, on the first record
     benchmark.extra_info.update(ops=OPS, enable_timing=timing)
+    # plain benchmark: times the host-side cost of recording, not the GPU work
     benchmark.pedantic(snippet.record_many, args=(event, OPS), setup=torch.cuda.synchronize,
                        rounds=20, warmup_rounds=2)
 
@@ -49,16 +50,16 @@ def bench_query(benchmark, snippet):
     event.record()
     event.synchronize()
     benchmark.extra_info["ops"] = OPS
+    # plain benchmark: times the host-side cost of query(); there is no GPU work
     benchmark.pedantic(snippet.query_many, args=(event, OPS), rounds=20, warmup_rounds=2)
 
 
 @pytest.mark.parametrize("mode", ["synchronize", "event"])
-def bench_overlap(benchmark, snippet, mode):
+def bench_overlap(gpu_benchmark, snippet, mode):
     """~25 ms of GPU work and 20 chunks of CPU work: in turn, or overlapped with an event."""
     fn = snippet.gpu_then_cpu if mode == "synchronize" else snippet.gpu_and_cpu
-    benchmark.extra_info["mode"] = mode
-    benchmark.pedantic(fn, args=(snippet.a,), setup=torch.cuda.synchronize,
-                       rounds=10, warmup_rounds=1)
+    gpu_benchmark.extra_info["mode"] = mode
+    gpu_benchmark(fn, snippet.a, rounds=10, warmup_rounds=1)
 
 
 def bench_cpu_work(benchmark, snippet):
@@ -67,16 +68,13 @@ def bench_cpu_work(benchmark, snippet):
         for _ in range(20):
             snippet.cpu_work()
 
+    # plain benchmark: CPU work only
     benchmark.pedantic(twenty_chunks, rounds=10, warmup_rounds=1)
 
 
-def bench_gpu_work(benchmark, snippet):
+def bench_gpu_work(gpu_benchmark, snippet):
     """The GPU work alone, synchronized."""
-    def gpu_work():
-        snippet.long_gpu_work(snippet.a)
-        torch.cuda.synchronize()
-
-    benchmark.pedantic(gpu_work, setup=torch.cuda.synchronize, rounds=10, warmup_rounds=1)
+    gpu_benchmark(snippet.long_gpu_work, snippet.a, rounds=10, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("mode", ["event", "device"])
@@ -84,13 +82,14 @@ def bench_wait(benchmark, snippet, mode):
     """Time until the CPU may use a small result while the side stream runs ~25 ms of work."""
     fn = snippet.wait_for_event if mode == "event" else snippet.wait_for_device
     benchmark.extra_info["mode"] = mode
+    # plain benchmark: "event" must not wait for the side stream's work
     benchmark.pedantic(fn, args=(snippet.a,), setup=torch.cuda.synchronize,
                        rounds=10, warmup_rounds=1)
     torch.cuda.synchronize()
 
 
 @pytest.mark.parametrize("queued", [0, 20], ids=["idle", "queued-20"])
-def bench_host_pause(benchmark, snippet, queued):
+def bench_host_pause(gpu_benchmark, snippet, queued):
     """A 10 ms host pause between two timed events, on an idle GPU or behind 20 products.
 
     The round's time includes the queued work; what the page quotes is `event_s`, the median of
@@ -104,6 +103,6 @@ def bench_host_pause(benchmark, snippet, queued):
     def timed():
         reported.append(snippet.timed_host_pause(snippet.a, pause, queued))
 
-    benchmark.pedantic(timed, rounds=5, warmup_rounds=1)
-    benchmark.extra_info.update(queued=queued, pause_s=pause,
-                                event_s=statistics.median(reported[1:]))
+    gpu_benchmark(timed, rounds=5, warmup_rounds=1)
+    gpu_benchmark.extra_info.update(queued=queued, pause_s=pause,
+                                    event_s=statistics.median(reported[1:]))

@@ -56,6 +56,7 @@ def pair():
 def bench_step(benchmark, pair):
     pair.call(prepare)
     benchmark.extra_info.update(gpus=2, batch_per_gpu=two_ranks.BATCH_PER_GPU)
+    # plain benchmark: two ranks; pair.announcer starts each round on the other rank too
     benchmark.pedantic(step, setup=pair.announcer(step), rounds=20, warmup_rounds=3)
     held, peaks = pair.call(held_peaks_and_release)
     benchmark.extra_info.update({f"peak_gpu{rank}_gib": gib for rank, gib in enumerate(peaks)})

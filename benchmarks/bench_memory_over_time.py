@@ -19,7 +19,7 @@ LABELS = {
 WORDS = {}
 
 
-def bench_training_step(benchmark, tmp_path):
+def bench_training_step(gpu_benchmark, tmp_path):
     """The memory timeline of a fresh model's first two steps, then the time of one step.
 
     extra_info["memory_timeline"]: [{"t", "allocated", "phase", "step"}] (bytes after each
@@ -33,7 +33,7 @@ def bench_training_step(benchmark, tmp_path):
     parameters = sum(p.numel() * p.element_size() for p in model.parameters())
     state = sum(v.numel() * v.element_size() for s in optimizer.state.values()
                 for v in s.values() if torch.is_tensor(v) and v.is_cuda)
-    benchmark.extra_info.update(
+    gpu_benchmark.extra_info.update(
         tokens=snippet.TOKENS, width=snippet.WIDTH, events=len(events),
         start_bytes=start, parameter_bytes=parameters, batch_bytes=x.numel() * x.element_size(),
         optimizer_state_bytes=state, peak_bytes=max(r["allocated"] for r in rows),
@@ -47,6 +47,5 @@ def bench_training_step(benchmark, tmp_path):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
 
-    benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=10, warmup_rounds=2)
+    gpu_benchmark(step, rounds=10, warmup_rounds=2)

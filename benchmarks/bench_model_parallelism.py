@@ -48,6 +48,7 @@ def bench_step(benchmark, workload, micro_batches):
         snippet.train_step(model, optimizer, x, y, micro_batches)
         synchronize_both()
 
+    # plain benchmark: two GPUs; gpu_benchmark synchronizes only the current one
     benchmark.pedantic(step, setup=synchronize_both, rounds=10, warmup_rounds=2)
     bars = snippet.busy_timeline(step)
     idle = [snippet.idle_fraction(bars, f"GPU {d.index}") for d in snippet.devices]

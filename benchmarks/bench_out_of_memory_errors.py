@@ -24,7 +24,7 @@ CAP_GIB = 2
 TRIED = 65536
 
 
-def bench_recover(benchmark):
+def bench_recover(gpu_benchmark):
     """Out-of-memory errors under a 2 GiB limit: the message, the memory the failed step
     holds inside the except block, and the time fit_step takes to find a batch that fits."""
     torch.cuda.synchronize()
@@ -36,13 +36,12 @@ def bench_recover(benchmark):
     try:
         message = snippet.out_of_memory_message(TRIED)
         before, inside, after = snippet.held_while_handling(TRIED)
-        _, fitted = benchmark.pedantic(snippet.fit_step, args=(TRIED,),
-                                       setup=torch.cuda.synchronize, rounds=4, warmup_rounds=1)
+        _, fitted = gpu_benchmark(snippet.fit_step, TRIED, rounds=4, warmup_rounds=1)
         stats = torch.cuda.memory_stats()
     finally:
         snippet.unlimit_memory()
         torch.cuda.empty_cache()  # give back what the failed steps left cached
-    benchmark.extra_info.update(
+    gpu_benchmark.extra_info.update(
         cap_bytes=CAP_GIB * 2**30, outside_bytes=outside, tried_batch=TRIED, fitted_batch=fitted,
         message=message,
         before_bytes=before, inside_bytes=inside, after_bytes=after,
@@ -61,6 +60,7 @@ def bench_growing_batches(benchmark, setting):
     asked for through the new or the old variable. The time is the child's whole run."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()  # leave the GPU to the child
+    # plain benchmark: times a whole child process; nothing is queued on the GPU here
     report = benchmark.pedantic(snippet.growing_batches, args=(SETTINGS[setting],),
                                 rounds=1, iterations=1)
     benchmark.extra_info.update(

@@ -20,23 +20,18 @@ WORDS = {"idle": "GPU idle", "tiny": "One single-block kernel at a time",
 STEPS = 5
 
 
-def forward_and_wait():
-    snippet.forward(snippet.x, snippet.w)
-    snippet.sync()
-
-
-def bench_forward(benchmark):
+def bench_forward(gpu_benchmark):
     """What forward really costs on the GPU, beside what cProfile charged to each function."""
     stats = snippet.cprofile_steps(snippet.x, snippet.w, steps=STEPS)
     item = next(p.cumtime for name, p in stats.get_stats_profile().func_profiles.items()
                 if "'item'" in name)
-    benchmark.extra_info.update(
+    gpu_benchmark.extra_info.update(
         cprofile_forward_ms=snippet.cumulative_seconds(stats, "forward") / STEPS * 1e3,
         cprofile_loss_value_ms=snippet.cumulative_seconds(stats, "loss_value") / STEPS * 1e3,
         cprofile_item_ms=item / STEPS * 1e3,
         flops=2 * 8 * snippet.n**3,
     )
-    benchmark.pedantic(forward_and_wait, setup=snippet.sync, rounds=20, warmup_rounds=2)
+    gpu_benchmark(snippet.forward, snippet.x, snippet.w, rounds=20, warmup_rounds=2)
 
 
 def idle_loop():
@@ -55,6 +50,7 @@ def bench_busy(benchmark, kind):
     def watch():
         readings["util"], readings["watts"] = snippet.watch_gpu(launch)
 
+    # plain benchmark: one round watching GPU-Util and power; the readings are the point
     benchmark.pedantic(watch, setup=snippet.sync, rounds=1, warmup_rounds=0)
     sms = torch.cuda.get_device_properties(snippet.device).multi_processor_count
     benchmark.extra_info.update(kind=kind, utilization_pct=readings["util"],

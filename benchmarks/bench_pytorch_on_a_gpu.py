@@ -17,22 +17,18 @@ SHAPE = (4096, 4096)  # float32: 64 MiB
 
 def on_device_zeros():
     torch.zeros(SHAPE, device=snippet.device)
-    torch.cuda.synchronize()
 
 
 def moved_zeros():
     torch.zeros(SHAPE).to(snippet.device)
-    torch.cuda.synchronize()
 
 
 def on_device_randn():
     snippet.created_on_device(SHAPE)
-    torch.cuda.synchronize()
 
 
 def moved_randn():
     snippet.created_then_moved(SHAPE)
-    torch.cuda.synchronize()
 
 
 CASES = {
@@ -44,13 +40,13 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def bench_create(benchmark, case):
+def bench_create(gpu_benchmark, case):
     """A 4096x4096 float32 tensor (64 MiB) made on the GPU, or made on the CPU and copied over."""
     fill, where = case.split("-", 1)
     props = torch.cuda.get_device_properties(0)
-    benchmark.extra_info.update(bytes=4 * SHAPE[0] * SHAPE[1], fill=fill, where=where,
-                                torch_threads=torch.get_num_threads(),
-                                device_line=snippet.describe_gpus()[0],
-                                torch_cuda=torch.version.cuda, gpu_name=props.name,
-                                capability=f"{props.major}.{props.minor}")
-    benchmark.pedantic(CASES[case], setup=torch.cuda.synchronize, rounds=15, warmup_rounds=2)
+    gpu_benchmark.extra_info.update(bytes=4 * SHAPE[0] * SHAPE[1], fill=fill, where=where,
+                                    torch_threads=torch.get_num_threads(),
+                                    device_line=snippet.describe_gpus()[0],
+                                    torch_cuda=torch.version.cuda, gpu_name=props.name,
+                                    capability=f"{props.major}.{props.minor}")
+    gpu_benchmark(CASES[case], rounds=15, warmup_rounds=2)

@@ -6,7 +6,6 @@ about 8 s in all.
 """
 
 import pytest
-import torch
 
 from snippets.execution import streams as snippet
 
@@ -27,11 +26,6 @@ def matmuls():
     return snippet.matmuls_to_balance()
 
 
-def run_and_wait(fn, *args):
-    fn(*args)
-    torch.cuda.synchronize()
-
-
 def describe(benchmark, matmuls):
     benchmark.extra_info.update(
         chunks=snippet.CHUNKS,
@@ -40,27 +34,26 @@ def describe(benchmark, matmuls):
     )
 
 
-def bench_serial(benchmark, matmuls):
+def bench_serial(gpu_benchmark, matmuls):
     """Copy all chunks, then compute on all chunks, on one stream."""
     args = (snippet.host, snippet.weight, matmuls, snippet.out)
-    describe(benchmark, matmuls)
-    benchmark.pedantic(run_and_wait, args=(snippet.serial, *args), setup=torch.cuda.synchronize,
-                       rounds=ROUNDS, warmup_rounds=2)
-    benchmark.extra_info["timeline"] = snippet.gpu_timeline(lambda: snippet.serial(*args))
+    describe(gpu_benchmark, matmuls)
+    gpu_benchmark(snippet.serial, *args, rounds=ROUNDS, warmup_rounds=2)
+    gpu_benchmark.extra_info["timeline"] = snippet.gpu_timeline(lambda: snippet.serial(*args))
 
 
-def bench_overlapped(benchmark, matmuls):
+def bench_overlapped(gpu_benchmark, matmuls):
     """The chunked pipeline; also the four-way comparison and the overlap efficiency."""
     args = (snippet.host, snippet.weight, matmuls, snippet.out)
-    describe(benchmark, matmuls)
-    benchmark.pedantic(run_and_wait, args=(snippet.overlapped, *args), setup=torch.cuda.synchronize,
-                       rounds=ROUNDS, warmup_rounds=2)
+    describe(gpu_benchmark, matmuls)
+    gpu_benchmark(snippet.overlapped, *args, rounds=ROUNDS, warmup_rounds=2)
+    info = gpu_benchmark.extra_info
     times = snippet.compare(matmuls, rounds=ROUNDS)
-    benchmark.extra_info.update({f"{name}_ms": seconds * 1e3 for name, seconds in times.items()})
-    benchmark.extra_info["overlap_efficiency"] = snippet.overlap_efficiency(times)
-    benchmark.extra_info["speedup"] = times["serial"] / times["overlapped"]
+    info.update({f"{name}_ms": seconds * 1e3 for name, seconds in times.items()})
+    info["overlap_efficiency"] = snippet.overlap_efficiency(times)
+    info["speedup"] = times["serial"] / times["overlapped"]
     copied = snippet.host.numel() * snippet.host.element_size()  # bytes moved per run
-    benchmark.extra_info["copy_gbs"] = copied / times["copy"] / 1e9
+    info["copy_gbs"] = copied / times["copy"] / 1e9
     events = snippet.gpu_timeline(lambda: snippet.overlapped(*args))
-    benchmark.extra_info["timeline"] = events
-    benchmark.extra_info["overlap_ms"] = snippet.overlap_seconds(events) * 1e3
+    info["timeline"] = events
+    info["overlap_ms"] = snippet.overlap_seconds(events) * 1e3

@@ -27,16 +27,16 @@ ROUNDS = 50
 def bench_launch_only(benchmark):
     """What an unsynchronized wall clock reports: the time to queue the product."""
     benchmark.extra_info["flops"] = 2 * snippet.n**3
+    # plain benchmark: times how long the call takes to return, not the GPU work
     benchmark.pedantic(snippet.time_launch_only, args=(snippet.a, snippet.b),
                        setup=snippet.sync, rounds=ROUNDS, warmup_rounds=5)
     snippet.sync()
 
 
-def bench_synchronized(benchmark):
+def bench_synchronized(gpu_benchmark):
     """The product itself, measured with synchronization on both sides."""
-    benchmark.extra_info["flops"] = 2 * snippet.n**3
-    benchmark.pedantic(snippet.time_synchronized, args=(snippet.a, snippet.b),
-                       rounds=ROUNDS, warmup_rounds=5)
+    gpu_benchmark.extra_info["flops"] = 2 * snippet.n**3
+    gpu_benchmark(snippet.time_synchronized, snippet.a, snippet.b, rounds=ROUNDS, warmup_rounds=5)
 
 
 def bench_first_call(benchmark):
@@ -54,6 +54,7 @@ def bench_first_call(benchmark):
         firsts.append(first)
         steadies.append(steady)
 
+    # plain benchmark: times whole child processes; nothing is queued on the GPU here
     benchmark.pedantic(fresh_process, rounds=5, warmup_rounds=0)
     benchmark.extra_info["first_call_s"] = statistics.median(firsts)
     benchmark.extra_info["steady_s"] = statistics.median(steadies)
@@ -62,20 +63,20 @@ def bench_first_call(benchmark):
 
 
 @pytest.mark.snippet("snippets/execution/timing_with_cupy.py")
-def bench_cupyx_benchmark(benchmark):
+def bench_cupyx_benchmark(gpu_benchmark):
     """The same product through cupyx.profiler.benchmark; its own GPU timing goes in extra_info."""
     from snippets.execution import timing_with_cupy
 
     results = []
-    benchmark.pedantic(lambda: results.append(timing_with_cupy.time_cupy_matmul(repeats=20)),
-                       rounds=3, warmup_rounds=0)
+    gpu_benchmark(lambda: results.append(timing_with_cupy.time_cupy_matmul(repeats=20)),
+                  rounds=3, warmup_rounds=0)
     gpu_times = sorted(gpu for gpu, _ in results)
-    benchmark.extra_info["cupyx_gpu_s"] = gpu_times[len(gpu_times) // 2]
-    benchmark.extra_info["cupyx_cpu_s"] = sorted(cpu for _, cpu in results)[len(results) // 2]
+    gpu_benchmark.extra_info["cupyx_gpu_s"] = gpu_times[len(gpu_times) // 2]
+    gpu_benchmark.extra_info["cupyx_cpu_s"] = sorted(cpu for _, cpu in results)[len(results) // 2]
 
 
 @pytest.mark.parametrize("cache", ["warm", "flushed"])
-def bench_kernel_times(benchmark, cache):
+def bench_kernel_times(gpu_benchmark, cache):
     """torch.sum over 8 MiB of float32 through kernel_times, with the L2 warm or flushed.
 
     A round is one kernel_times call (100 sums behind 5 large products); what the page quotes is
@@ -93,7 +94,7 @@ def bench_kernel_times(benchmark, cache):
         medians.append(statistics.median(snippet.kernel_times(torch.sum, x,
                                                               flush_l2=cache == "flushed")))
 
-    benchmark.pedantic(timed, rounds=5, warmup_rounds=1)
+    gpu_benchmark(timed, rounds=5, warmup_rounds=1)
     walls = []
     for _ in range(100):
         snippet.sync()
@@ -101,6 +102,6 @@ def bench_kernel_times(benchmark, cache):
         torch.sum(x)
         snippet.sync()
         walls.append(time.perf_counter() - start)
-    benchmark.extra_info.update(cache=cache, input_bytes=x.nbytes,
-                                kernel_s=statistics.median(medians[1:]),
-                                wall_s=statistics.median(walls))
+    gpu_benchmark.extra_info.update(cache=cache, input_bytes=x.nbytes,
+                                    kernel_s=statistics.median(medians[1:]),
+                                    wall_s=statistics.median(walls))

@@ -44,6 +44,7 @@ def bench_p2p_copy(benchmark, nbytes):
     x = torch.empty(nbytes, dtype=torch.uint8, device="cuda:0")
     y = torch.empty(nbytes, dtype=torch.uint8, device="cuda:1")
     benchmark.extra_info.update(bytes=nbytes, peer_to_peer=snippet.peer_to_peer(0, 1))
+    # plain benchmark: two GPUs; gpu_benchmark synchronizes only the current one
     benchmark.pedantic(snippet.copy_and_wait, args=(x, y), setup=synchronize_both,
                        rounds=30, warmup_rounds=3)
 
@@ -78,6 +79,7 @@ def bench_all_reduce(benchmark, pair, nbytes):
     """nccl-tests' all_reduce_perf, from Python: time per all-reduce and its bus bandwidth."""
     ops = ops_for(nbytes)
     pair.call(all_reduce_and_wait, nbytes, 3)  # warm-up on both ranks, outside the rounds
+    # plain benchmark: two ranks; pair.announcer starts each round on the other rank too
     benchmark.pedantic(all_reduce_and_wait, args=(nbytes, ops),
                        setup=pair.announcer(all_reduce_and_wait, nbytes, ops),
                        rounds=20, warmup_rounds=2)

@@ -30,6 +30,7 @@ def bench_fresh_process(benchmark):
     MiB = 2**20
     torch.cuda.synchronize()
     torch.cuda.empty_cache()  # this process's cache stays put while the child is watched
+    # plain benchmark: times a whole child process; nothing is queued on the GPU here
     seen = benchmark.pedantic(snippet.watch_fresh_process, rounds=1, iterations=1)
     views = {"allocated": "allocated", "reserved": "reserved", "used on the GPU": "gpu_used",
              "added to the GPU": "added", "nvidia-smi": "nvidia_smi"}
