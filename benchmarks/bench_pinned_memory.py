@@ -1,5 +1,7 @@
 """Benchmarks behind docs/data-movement/pinned-memory.md."""
 
+import time
+
 import pytest
 import torch
 
@@ -138,6 +140,12 @@ def bench_pinning(benchmark, cache, nbytes):
     empty_host_cache()
     blocks_before = torch.cuda.host_memory_stats()["num_host_alloc"]
     rounds, warmup_rounds = (5, 1) if nbytes >= 256 * MiB else (10, 1)
+    if cache == "cached":
+        # Right after the fresh 256 MiB case, 7 of 10 cached 1 MiB rounds took 6 ms and the
+        # rest 0.02 ms (H100, 2026-11-23): warm up for a time, not a count.
+        warm_until = time.perf_counter() + 0.2
+        while time.perf_counter() < warm_until:
+            snippet.pin_once(pageable)
     benchmark.pedantic(snippet.pin_once, args=(pageable,),
                        setup=empty_host_cache if cache == "fresh" else None,
                        rounds=rounds, warmup_rounds=warmup_rounds)
