@@ -48,6 +48,9 @@ def bench_env(tmp_path, monkeypatch):
     monkeypatch.setattr(timing_run, "_cuda_device_count", lambda: 1)
     monkeypatch.setattr("fieldguide.fingerprint.collect", lambda: dict(FINGERPRINT))
     monkeypatch.setenv("FIELDGUIDE_GIT_COMMIT", "0" * 40)
+    # Under pytest-xdist the in-process run would inherit the worker's variable, and
+    # pytest-benchmark turns itself off in an xdist worker (then --benchmark-only is an error).
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
     def write(**modules):
         for name, source in modules.items():
