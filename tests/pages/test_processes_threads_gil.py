@@ -154,7 +154,9 @@ def test_threads_do_not_speed_up_pure_python():
 @needs_idle_cpus
 @pytest.mark.timed
 def test_processes_speed_up_pure_python():
-    tasks = [1_000_000] * 2  # about 0.3 s of work in total on a CI core
+    # About 1 s of work in total on a CI core. With a third of that, an H200 host measured
+    # only 1.19x (2026-11-23): a worker's start-up costs count less against longer tasks.
+    tasks = [3_000_000] * 2
     with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:
         snippet.run_in_pool(pool, snippet.cpu_bound, [10, 10])  # start the workers
         serial, processes = best_of_interleaved(
