@@ -79,15 +79,32 @@ def test_idle_gpu_64MiB_only_pinned_non_blocking_returns_before_the_copy(snippet
 
 
 @pytest.mark.timed
-def test_overlap_hides_the_copy_behind_cpu_work(snippet):
+def test_overlap_hides_the_shorter_part_behind_the_longer(snippet):
+    """Overlap can save at most the shorter of the copy and the CPU work; check that most of
+    it is saved. (A fixed 0.8 x blocking bound failed on an H200, where the CPU work is 10% of
+    the step: 4.88 ms against 0.8 x 5.53 ms, 2026-11-23.)"""
     import statistics
+    import time
 
     import torch
 
     host = torch.ones(256 * MiB, dtype=torch.uint8, pin_memory=True)
+
+    def median_seconds(fn):
+        times = []
+        for _ in range(5):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    copy = median_seconds(lambda: host.to("cuda"))
+    cpu = median_seconds(snippet.cpu_work)
     blocking = statistics.median(snippet.copy_while_cpu_works(host, False)[0] for _ in range(5))
     overlapped = statistics.median(snippet.copy_while_cpu_works(host, True)[0] for _ in range(5))
-    assert overlapped < 0.8 * blocking
+    assert blocking - overlapped > 0.5 * min(copy, cpu), (copy, cpu, blocking, overlapped)
     _, on_gpu = snippet.copy_while_cpu_works(host, True)
     assert on_gpu.eq(1).all()
 
@@ -299,9 +316,21 @@ def test_small_copies_cost_about_the_same_in_every_run(measured):
 
 
 def test_re_pinning_a_cached_block_costs_more_than_the_copy_it_enables_in_every_run(measured):
-    for run in measured("pinned_memory.pin[256MiB]", "pinned_memory.copy[h2d-pinned-256MiB]"):
-        assert run.value("pinned_memory.pin[256MiB]") > run.value(
-            "pinned_memory.copy[h2d-pinned-256MiB]"), run
+    cached, copy = "pinned_memory.pinning[cached-256MiB]", "pinned_memory.copy[h2d-pinned-256MiB]"
+    for run in measured(cached, copy):
+        assert run.value(cached) > run.value(copy), run
+
+
+def test_fresh_pinning_locks_a_block_per_round_and_costs_most_in_every_run(measured):
+    sizes = ("1MiB", "16MiB", "256MiB")
+    names = [f"pinned_memory.pinning[{c}-{s}]" for c in ("fresh", "cached") for s in sizes]
+    for run in measured(*names):
+        for size in sizes:
+            rounds = run.value(f"pinned_memory.pinning[fresh-{size}]", "rounds_run")
+            assert run.value(f"pinned_memory.pinning[fresh-{size}]", "new_blocks") == rounds
+            assert run.value(f"pinned_memory.pinning[cached-{size}]", "new_blocks") == 1
+        fresh, cached = (run.value(f"pinned_memory.pinning[{c}-256MiB]") for c in ("fresh", "cached"))
+        assert fresh > 3 * cached, run  # the page gives the ratio; "locking is what costs"
 
 
 def test_on_an_idle_gpu_only_pinned_non_blocking_returns_early_at_64MiB_in_every_run(measured):
@@ -337,7 +366,14 @@ def test_behind_a_busy_queue_which_calls_wait_holds_in_every_run(measured):
                 assert returned("pageable", "non_blocking") > 0.5 * queue, (run, size)
 
 
-def test_non_blocking_hides_the_copy_behind_cpu_work_in_every_run(measured):
-    for run in measured("pinned_memory.overlap[non_blocking]", "pinned_memory.overlap[blocking]"):
-        assert run.value("pinned_memory.overlap[non_blocking]") < run.value(
-            "pinned_memory.overlap[blocking]"), run
+OVERLAP = ("pinned_memory.overlap[non_blocking]", "pinned_memory.overlap[blocking]",
+           "pinned_memory.copy[h2d-pinned-256MiB]", "pinned_memory.cpu_work")
+
+
+def test_non_blocking_hides_the_cpu_work_behind_the_copy_in_every_run(measured):
+    """The page: with non_blocking=True the step takes about as long as the copy alone."""
+    for run in measured(*OVERLAP):
+        overlapped, blocking, copy, cpu = (run.value(name) for name in OVERLAP)
+        assert copy > cpu, run  # the copy is the longer part, as the page says
+        assert overlapped - copy < 0.25 * cpu, run  # at most a quarter of the CPU work shows
+        assert blocking - overlapped > 0.5 * cpu, run  # which the blocking step pays in full
