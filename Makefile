@@ -69,8 +69,11 @@ test: $(VENV)/.test browser slurm ## Set up and run everything CI runs: lint, te
 # `whole_gpu` read or fill the whole GPU's memory: both run alone, after the rest. The rest run
 # first, in parallel where pytest-xdist is installed (GPU_WORKERS processes; a module-scoped
 # fixture then runs once in each worker that gets a test of its module).
-# 12 of the H100 machine's 16 cores: its fresh-interpreter tests took 143 s that way (2026-11-23).
-GPU_WORKERS ?= $(shell $(GPU_PYTHON) -c 'import xdist' 2>/dev/null && echo 12)
+# One worker per 12 GiB of GPU memory, at most 12 (of the machines' 16 cores): 12 workers on an
+# H100's 80 GB ran out of GPU memory in 26 fresh-interpreter tests, 6 on an H200's 141 GB passed
+# them all (2026-11-23).
+GPU_WORKERS ?= $(shell $(GPU_PYTHON) -c 'import xdist, torch; \
+  print(min(12, torch.cuda.get_device_properties(0).total_memory // (12 * 2**30)))' 2>/dev/null)
 # GPU_OUTCOMES=path: each test's outcome and seconds, a line as it ends (a run cut off by a time
 # limit still says what ran and what failed).
 GPU_OUTCOMES ?=
