@@ -14,11 +14,16 @@ pytestmark = pytest.mark.snippet("snippets/memory/out_of_memory_errors.py")
 
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {
-    "recover": "fit_step({tried_batch}) with PyTorch limited to {cap_bytes}: out-of-memory "
+    "recover": "`fit_step({tried_batch})` with PyTorch limited to {cap_bytes}: out-of-memory "
                "errors, then a step with a batch of {fitted_batch}",
     "growing_batches": "Growing batches in a fresh process, {setting}",
 }
-WORDS = {}
+WORDS = {
+    "default": "no allocator setting",
+    "PYTORCH_ALLOC_CONF=expandable_segments:True": "`PYTORCH_ALLOC_CONF=expandable_segments:True`",
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True":
+        "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`",
+}
 
 CAP_GIB = 2
 TRIED = 65536

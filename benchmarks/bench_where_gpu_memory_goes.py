@@ -14,7 +14,7 @@ pytestmark = pytest.mark.snippet("snippets/memory/where_gpu_memory_goes.py")
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {
     "fresh_process": "A fresh process: CUDA context, 1 GiB in use and 512 MiB cached, a first "
-                     "matrix product, then empty_cache() (whole run)",
+                     "matrix product, then `empty_cache()` (whole run)",
 }
 WORDS = {}
 
