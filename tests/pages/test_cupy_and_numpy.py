@@ -166,3 +166,26 @@ def test_fused_kernel_beats_three_kernels_in_every_run(measured):
     names = ("cupy_and_numpy.affine_clamp[fused]", "cupy_and_numpy.affine_clamp[unfused]")
     for run in measured(*names):
         assert run.value(names[0]) < run.value(names[1]), run
+
+
+def test_a_fresh_asnumpy_spends_most_of_its_time_on_the_new_array_in_every_run(measured):
+    """The page: most of a fresh `cp.asnumpy` goes into allocating and mapping the new array;
+    the copy into a pageable array made once takes less than half as long."""
+    fresh, pageable = "cupy_and_numpy.to_host[fresh]", "cupy_and_numpy.to_host[pageable]"
+    for run in measured(fresh, pageable):
+        assert run.value(fresh, "bytes") == run.value(pageable, "bytes"), run
+        assert run.value(pageable) < 0.5 * run.value(fresh), run
+
+
+def test_a_pinned_array_made_once_is_the_fastest_way_back_in_every_run(measured):
+    names = [f"cupy_and_numpy.to_host[{into}]" for into in ("pinned", "pageable", "fresh")]
+    for run in measured(*names):
+        assert len({run.value(name, "bytes") for name in names}) == 1, run
+        pinned, pageable, fresh = (run.value(name) for name in names)
+        assert pinned < pageable < fresh, run
+
+
+def test_moving_the_input_costs_more_than_the_product_in_every_run(measured):
+    names = ("cupy_and_numpy.transfer[to_gpu]", "cupy_and_numpy.matmul_cupy[fp64]")
+    for run in measured(*names):
+        assert run.value(names[0]) > run.value(names[1]), run

@@ -118,3 +118,23 @@ def test_record_and_query_cost_microseconds_not_milliseconds(snippet):
         snippet.record_many(event, 1000)
         snippet.query_many(event, 1000)
         assert (time.perf_counter() - start) / 2000 < 100e-6
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
+
+def test_a_host_pause_is_timed_only_when_the_gpu_is_idle_in_every_run(measured):
+    idle, queued = "events.host_pause[idle]", "events.host_pause[queued-20]"
+    for run in measured(idle, queued):
+        pause = run.value(idle, "pause_s")
+        assert run.value(queued, "pause_s") == pause, run
+        # Idle: the events span the host's pause, though no GPU work lies between them...
+        assert run.value(idle, "event_s") >= CLAIMS["idle_pause_share"] * pause, run
+        # ...behind 20 queued products the GPU passes them back to back.
+        assert run.value(queued, "event_s") < CLAIMS["queued_pause_share"] * pause, run
+
+
+def test_the_queue_outlasts_the_pause_in_every_run(measured):
+    """20 products, twice `long_gpu_work`, keep the GPU busy for longer than the host pauses."""
+    for run in measured("events.gpu_work", "events.host_pause[queued-20]"):
+        assert 2 * run.value("events.gpu_work") > run.value("events.host_pause[queued-20]",
+                                                            "pause_s"), run

@@ -6,6 +6,8 @@ import time
 import pytest
 import torch
 
+from tests.pages.test_events import CLAIMS as EVENTS_CLAIMS  # the host pause's bounds live there
+
 pytestmark = pytest.mark.snippet("snippets/execution/timing_gpu_code.py")
 
 
@@ -94,7 +96,8 @@ def test_first_call_costs_more_than_later_ones():
 
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
 
-CLAIMS = {"undercount": 10, "first_call_over_steady": 2, "tiny_kernel_share_of_wall": 0.5}
+CLAIMS = {"undercount": 10, "first_call_over_steady": 2, "tiny_kernel_share_of_wall": 0.5,
+          "flushed_over_warm": 1.2}
 
 
 def test_unsynchronized_clock_undercounts_in_every_run(measured):
@@ -107,3 +110,27 @@ def test_first_call_costs_more_in_every_run(measured):
     for run in measured("timing_gpu_code.first_call"):
         assert run.value("timing_gpu_code.first_call", "first_over_steady") > CLAIMS[
             "first_call_over_steady"], run
+
+
+def test_kernel_times_leave_the_host_out_in_every_run(measured):
+    warm = "timing_gpu_code.kernel_times[warm]"
+    for run in measured(warm):
+        assert run.value(warm, "kernel_s") < CLAIMS["tiny_kernel_share_of_wall"] * run.value(
+            warm, "wall_s"), run
+
+
+def test_a_flushed_l2_makes_the_sum_slower_in_every_run(measured):
+    warm, flushed = "timing_gpu_code.kernel_times[warm]", "timing_gpu_code.kernel_times[flushed]"
+    for run in measured(warm, flushed):
+        assert run.value(warm, "input_bytes") == run.value(flushed, "input_bytes"), run
+        assert run.value(flushed, "kernel_s") > CLAIMS["flushed_over_warm"] * run.value(
+            warm, "kernel_s"), run
+
+
+def test_a_host_pause_is_timed_only_on_an_idle_gpu_in_every_run(measured):
+    idle, queued = "events.host_pause[idle]", "events.host_pause[queued-20]"
+    for run in measured(idle, queued):
+        pause = run.value(idle, "pause_s")
+        assert run.value(queued, "pause_s") == pause, run
+        assert run.value(idle, "event_s") >= EVENTS_CLAIMS["idle_pause_share"] * pause, run
+        assert run.value(queued, "event_s") < EVENTS_CLAIMS["queued_pause_share"] * pause, run
