@@ -145,3 +145,37 @@ def test_the_recorded_timeline_is_compact_and_complete_in_every_run(measured):
         assert max(r["allocated"] for r in rows) == run.value(STEP, "peak_bytes"), run
         state = run.value(STEP, "optimizer_state_bytes")
         assert state == pytest.approx(2 * run.value(STEP, "parameter_bytes"), rel=0.01), run
+
+
+def test_the_curve_starts_above_the_parameters_and_batch_in_every_run(measured):
+    """The page: the curve starts at start_bytes, the "parameters and batch" line, which also
+    holds tensors the timing run's process had before: more than the two together."""
+    for run in measured(STEP):
+        start = run.value(STEP, "start_bytes")
+        assert run.value(STEP, "memory_levels")[0][1] == start, run
+        assert start > run.value(STEP, "parameter_bytes") + run.value(STEP, "batch_bytes"), run
+
+
+def test_each_step_peaks_early_in_backward_and_step_2_highest_in_every_run(measured):
+    """The page: each step peaks just after its forward pass, early in backward; the highest
+    point is step 2's, and step 1's is lower by AdamW's state."""
+    for run in measured(STEP):
+        rows = run.value(STEP, "memory_timeline")
+        start, state = run.value(STEP, "start_bytes"), run.value(STEP, "optimizer_state_bytes")
+
+        def phase(name, step, rows=rows):
+            return [r for r in rows if (r["phase"], r["step"]) == (name, step)]
+
+        forward_rise = phase("forward", 1)[-1]["allocated"] - start
+        for step in (1, 2):
+            backward = phase("backward", step)
+            top = max(backward, key=lambda r: r["allocated"])
+            assert top["allocated"] >= max(r["allocated"] for r in rows if r["step"] == step), run
+            end_of_forward = phase("forward", step)[-1]
+            assert top["allocated"] - end_of_forward["allocated"] <= 0.5 * forward_rise, run
+            events = backward[-1]["t"] - end_of_forward["t"]
+            assert top["t"] - end_of_forward["t"] <= events / 4, run  # early in backward
+        peak = max(rows, key=lambda r: r["allocated"])
+        assert peak["step"] == 2 and peak["allocated"] == run.value(STEP, "peak_bytes"), run
+        step_1 = max(r["allocated"] for r in rows if r["step"] == 1)
+        assert peak["allocated"] - step_1 == pytest.approx(state, abs=2**20), run

@@ -53,6 +53,19 @@ def test_checkpointing_runs_each_block_again_during_backward(snippet, small, mon
     assert len(calls) == 2 * BLOCKS  # once in the forward pass, once more in backward
 
 
+def test_the_recomputation_stops_before_the_second_linear_layer(snippet, small):
+    """The page: a block's recomputation stops once it has GELU's output, the last tensor its
+    backward needs, so during backward only the first linear layer runs again."""
+    _, checkpointed, x = small
+    loss = checkpointed(x).square().mean()
+    ran = {"up": 0, "down": 0}
+    for block in checkpointed.blocks:
+        for name in ran:
+            getattr(block, name).register_forward_hook(
+                lambda *_, name=name: ran.__setitem__(name, ran[name] + 1))
+    loss.backward()
+    assert ran == {"up": BLOCKS, "down": 0}
+
 def test_leaving_out_use_reentrant_is_warned_about():
     """The page: always pass use_reentrant; recent releases warn when it is left out."""
     import torch
@@ -282,3 +295,32 @@ def test_no_grad_and_inference_mode_cut_the_forward_peak_in_every_run(measured):
         grad, no_grad, inference = (run.value(n, "peak_bytes") for n in names)
         assert grad >= CLAIMS["no_grad_peak_reduction"] * no_grad, run
         assert inference <= 1.05 * no_grad, run
+
+
+def test_checkpointings_extra_time_is_about_half_a_forward_pass_in_every_run(measured):
+    """The page: the checkpointed step took about half of one more forward pass, not a whole
+    one (the second linear layer is not run again)."""
+    names = [STEP.format("baseline"), STEP.format("checkpoint"), FORWARD.format("grad")]
+    for run in measured(*names):
+        baseline, checkpointed, forward = (run.value(n) for n in names)
+        assert 0.3 <= (checkpointed - baseline) / forward <= 0.75, run
+
+
+def test_the_three_forward_passes_take_about_the_same_time_in_every_run(measured):
+    """The page: this model's operations are large; inference_mode() saves no time here."""
+    names = [FORWARD.format(m) for m in ("grad", "no_grad", "inference_mode")]
+    for run in measured(*names):
+        times = [run.value(n) for n in names]
+        assert max(times) <= 1.05 * min(times), run
+
+
+def test_allocated_before_is_the_models_own_tensors_in_every_run(measured):
+    """The page: "allocated before" is the parameters, the optimizer's state and the batch;
+    what the timing run's process held before is left out."""
+    names = [STEP.format(t) for t in ("baseline", "checkpoint", "accumulate", "sgd", "bf16")]
+    for run in measured(*names):
+        for name in names:
+            own = sum(run.value(name, f) for f in ("parameter_bytes", "optimizer_state_bytes"))
+            batch = run.value(name, "tokens") * run.value(name, "width") * (
+                2 if run.value(name, "dtype") == "bfloat16" else 4)
+            assert abs(run.value(name, "allocated_before_bytes") - own - batch) < 2 * 2**20, (run, name)

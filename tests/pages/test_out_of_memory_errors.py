@@ -223,3 +223,39 @@ def test_the_failed_step_was_released_in_every_run(measured):
         assert run.value(name, "held_bytes") > 0, run
         assert run.value(name, "after_bytes") == run.value(name, "before_bytes"), run
         assert run.value(name, "fitted_batch") < run.value(name, "tried_batch"), run
+
+
+def test_the_message_shows_the_raised_cap_and_the_old_variable_in_every_run(measured):
+    """The page: "... allowed" is the budget set on top of what the process already held; the
+    message of this PyTorch still suggests PYTORCH_CUDA_ALLOC_CONF."""
+    name = "out_of_memory_errors.recover"
+    for run in measured(name):
+        message = run.value(name, "message")
+        allowed = float(re.search(r"([\d.]+) GiB allowed", message)[1])
+        cap, outside = run.value(name, "cap_bytes"), run.value(name, "outside_bytes")
+        assert outside > 0 and allowed == pytest.approx((cap + outside) / GiB, abs=0.01), run
+        assert run.value(name, "before_bytes") > outside, run  # AdamW's state on top
+        assert run.value(name, "held_bytes") == run.value(name, "inside_bytes") - run.value(
+            name, "before_bytes"), run
+        assert "PYTORCH_CUDA_ALLOC_CONF" in message, run
+
+
+def test_empty_cache_returns_the_whole_free_segments_in_every_run(measured):
+    """The page: one segment per batch, all kept; empty_cache() returned the whole free ones,
+    and only the segments the kept results filled stayed, with free pieces inside them. With
+    expandable segments, one segment, and little more than the results stays."""
+    names = [GROWING.format(s) for s in ("default", "PYTORCH_ALLOC_CONF")]
+    for run in measured(*names):
+        default = {f: run.value(names[0], f) for f in (
+            "segments", "allocated_bytes", "reserved_bytes", "gap_bytes",
+            "reserved_after_empty_cache_bytes", "inactive_split_bytes")}
+        assert default["segments"] >= 16, run
+        assert default["reserved_bytes"] >= sum((step + 1) * 64 * MiB for step in range(16)), run
+        stayed = default["reserved_after_empty_cache_bytes"] - default["allocated_bytes"]
+        assert 0 < stayed < 0.5 * default["gap_bytes"], run          # most of the gap went back
+        assert default["reserved_after_empty_cache_bytes"] < 3 * default["allocated_bytes"], run
+        assert default["inactive_split_bytes"] > 0, run
+        expandable = {f: run.value(names[1], f) for f in (
+            "segments", "allocated_bytes", "reserved_after_empty_cache_bytes")}
+        assert expandable["segments"] == 1, run
+        assert expandable["reserved_after_empty_cache_bytes"] <= 1.1 * expandable["allocated_bytes"], run

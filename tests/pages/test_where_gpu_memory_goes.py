@@ -167,11 +167,19 @@ def test_the_first_matrix_product_adds_memory_outside_pytorchs_cache(fresh):
 
 @on_gpu
 @pytest.mark.whole_gpu
-def test_empty_cache_returns_the_cached_block_but_not_the_context(fresh):
+def test_the_products_tensors_are_carved_out_of_the_cached_block(fresh):
+    tensors, matmul = fresh["tensors"], fresh["matmul"]
+    grew = matmul["allocated"] - tensors["allocated"]  # the 4 MiB matrix, cuBLAS's workspace
+    assert grew >= 4
+    assert matmul["reserved"] - tensors["reserved"] < grew  # no new segment for most of it
+
+
+@on_gpu
+@pytest.mark.whole_gpu
+def test_empty_cache_cannot_return_a_segment_a_tensor_still_uses(fresh):
     before, after = fresh["matmul"], fresh["empty_cache"]
-    assert before["reserved"] - after["reserved"] >= 512
-    assert after["reserved"] >= after["allocated"]
-    assert before["added to the GPU"] - after["added to the GPU"] >= 500
+    assert before["reserved"] - after["reserved"] < 512  # the 512 MiB segment stays
+    assert after["allocated"] == before["allocated"]
     assert module.not_pytorchs(after) == pytest.approx(module.not_pytorchs(before), abs=64)
 
 
@@ -187,12 +195,33 @@ def test_the_table_adds_up_in_every_run(measured):
     for run in measured(FRESH):
         value = {field: run.value(FRESH, field) for field in (
             "tensors_allocated_bytes", "tensors_reserved_bytes", "context_outside_bytes",
-            "tensors_added_bytes", "empty_cache_reserved_bytes", "matmul_reserved_bytes",
-            "nvidia_smi_lists_the_process", "tensors_nvidia_smi_bytes")}
+            "tensors_added_bytes", "nvidia_smi_lists_the_process", "tensors_nvidia_smi_bytes")}
         assert abs(value["tensors_allocated_bytes"] - 1024 * MiB) < MiB, run  # + torch.zeros(1)
         assert value["tensors_reserved_bytes"] >= 1536 * MiB, run
         assert value["context_outside_bytes"] > 0, run
         assert value["tensors_added_bytes"] > value["tensors_reserved_bytes"], run
-        assert value["empty_cache_reserved_bytes"] < value["matmul_reserved_bytes"], run
         if value["nvidia_smi_lists_the_process"] == "yes":
             assert value["tensors_nvidia_smi_bytes"] >= value["tensors_reserved_bytes"], run
+
+
+def test_empty_cache_gave_back_no_segment_in_every_run(measured):
+    """The page: the product's tensors were carved out of the cached 512 MiB block, so
+    empty_cache() could not return that segment."""
+    for run in measured(FRESH):
+        value = {f"{step}_{what}": run.value(FRESH, f"{step}_{what}_bytes")
+                 for step in ("tensors", "matmul", "empty_cache")
+                 for what in ("allocated", "reserved")}
+        grew = value["matmul_allocated"] - value["tensors_allocated"]
+        assert grew >= 4 * MiB, run
+        assert value["matmul_reserved"] - value["tensors_reserved"] < grew, run
+        assert value["matmul_reserved"] - value["empty_cache_reserved"] < 512 * MiB, run
+        assert value["empty_cache_allocated"] == value["matmul_allocated"], run
+
+
+def test_the_gpus_used_memory_counts_the_measuring_process_too_in_every_run(measured):
+    """The page: the GPU's used memory counts, besides the new process, the measuring
+    process's own context (about the size of the child's) and the tensors it held."""
+    for run in measured(FRESH):
+        used, added, context = (run.value(FRESH, field) for field in (
+            "tensors_gpu_used_bytes", "tensors_added_bytes", "context_outside_bytes"))
+        assert used - added > 2 * context, run  # more than a context of its own: tensors too
