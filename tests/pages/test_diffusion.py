@@ -218,10 +218,20 @@ def test_a_quarter_of_the_cells_takes_as_long_in_a_graph_in_every_run(measured):
         assert larger < CLAIMS["quarter_grid_time_ratio"] * small, (run, small, larger)
 
 
+# What the page says of each GPU: does the 1280 x 1280 graphed kernel, its buffers in the
+# 50 MiB L2, beat the large copy? A GPU the page says nothing about fails here.
+BEATS_THE_COPY_IN_L2 = {"nvidia-h100-80gb-hbm3": True, "nvidia-h200": False}
+
+
 def test_graphed_kernel_beats_the_copy_while_its_buffers_fit_in_l2_in_every_run(measured):
     # 1280 x 1280: two 6.6 MB buffers stay in the 50 MiB L2; 2560 x 2560: two 26 MB ones do not
     names = ("diffusion.step[cupy_graph-1280]", "diffusion.step[cupy_graph-2560]",
              "diffusion.copy_ceiling[4096]")
     for run in measured(*names):
         in_l2, beyond, copy = (run.value(name, "bandwidth_gbs") for name in names)
-        assert in_l2 > copy > beyond, (run, in_l2, copy, beyond)
+        if BEATS_THE_COPY_IN_L2[run.timings.slug]:
+            assert in_l2 > copy > beyond, (run, in_l2, copy, beyond)
+        else:  # the page: below the copy, and below the larger grid
+            assert in_l2 < copy and in_l2 < beyond, (run, in_l2, copy, beyond)
+
+
