@@ -30,7 +30,8 @@ def report(timings: Timings) -> list[str]:
         kind = "complete" if fp.get("complete") else "partial"
         count = len(run.data["benchmarks"])
         lines.append(f"  {run.id}: {kind}, {count} benchmark(s), commit {run.commit[:10]}, "
-                     f"lease {(run.lease or 'not recorded')[:12]}, torch {fp.get('torch')}")
+                     f"lease {(run.lease or 'not recorded')[:12]}, torch {fp.get('torch')}"
+                     + (", a process per module" if fp.get("process_per_module") else ""))
     disagree, unsteady, few = [], [], []
     for bench in timings.benchmarks:
         medians = bench.per_run("median")

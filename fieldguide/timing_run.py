@@ -10,6 +10,10 @@ compared (`make timings-report`, or `pytest-benchmark compare`). Uses the interp
 started with and installs nothing. The file is written only when every selected benchmark
 produced a measurement, and then atomically: a crash, an error or an out-of-memory in one
 benchmark leaves the committed timings as they were.
+
+Each benchmark module runs in a Python process of its own, started for it and ended after it:
+what one module leaves behind (tensors its snippets made on import, the allocator's cache,
+global switches such as TF32, threads) cannot change what another one measures.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import difflib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,17 +59,18 @@ class _Selector:
         self.gpus = gpus
         self.list_only = list_only
         self.names: dict[str, str] = {}        # name -> nodeid, everything collected
+        self.files: dict[str, str] = {}        # name -> path of its benchmark module
+        self.needs: dict[str, int] = {}        # name -> GPUs it needs
         self.selected: list[str] = []
         self.not_here: dict[str, int] = {}      # name -> GPUs it needs, more than this machine has
-        self.unknown: list[str] = []
         self.problems: dict[str, str] = {}      # name -> what went wrong
 
     def pytest_collection_modifyitems(self, session, config, items) -> None:
         from fieldguide.pytest_plugin import needed_gpus
 
         self.names = {benchmark_name(item.nodeid): item.nodeid for item in items}
-        if self.only:
-            self.unknown = [p for p in self.only if not any(matches(p, n) for n in self.names)]
+        self.files = {benchmark_name(item.nodeid): str(item.path) for item in items}
+        self.needs = {benchmark_name(item.nodeid): needed_gpus(item) for item in items}
         keep, drop = [], []
         for item in items:
             name = benchmark_name(item.nodeid)
@@ -73,7 +79,7 @@ class _Selector:
             if wanted and need > self.gpus:
                 self.not_here[name] = need
                 wanted = False
-            if self.unknown or self.list_only:
+            if self.list_only:
                 wanted = False
             (keep if wanted else drop).append(item)
             if wanted:
@@ -165,45 +171,108 @@ def write_atomically(path: Path, document: dict[str, Any]) -> None:
         raise
 
 
-def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
-        bench_dir: Path = BENCH_DIR) -> Path | None:
+def _measure(targets: list[str], only: list[str] | None, gpus: int, bench_json: Path | None,
+             state_json: Path) -> None:
+    """In a child process: pytest over `targets`; what happened goes to `state_json`."""
     import pytest
 
-    gpus = 0 if list_only else _cuda_device_count()
-    selector = _Selector(only, gpus, list_only)
-    with tempfile.TemporaryDirectory() as tmp:
-        bench_json = Path(tmp) / "benchmark.json"
-        args = [str(bench_dir), *PYTEST_ARGS, f"--benchmark-json={bench_json}"]
-        if list_only:
-            args.append("--collect-only")
-        started = time.perf_counter()
-        exit_code = pytest.main(args, plugins=[selector])
+    selector = _Selector(only, gpus, list_only=bench_json is None)
+    args = [*targets, *PYTEST_ARGS]
+    args += [f"--benchmark-json={bench_json}"] if bench_json else ["--collect-only"]
+    exit_code = pytest.main(args, plugins=[selector])
+    state = {"exit_code": int(exit_code), "files": selector.files, "needs": selector.needs,
+             "selected": selector.selected, "not_here": selector.not_here,
+             "problems": selector.problems}
+    state_json.write_text(json.dumps(state), encoding="utf-8")
 
-        if list_only:
-            print("\n".join(sorted(selector.names)))
+
+def _in_child(tmp: Path, tag: str, targets: list[str], only: list[str] | None, gpus: int,
+              measure: bool) -> tuple[dict[str, Any], Path]:
+    """Run _measure in a new Python; its state, and where its benchmark JSON is."""
+    state_json, bench_json = tmp / f"{tag}.state.json", tmp / f"{tag}.benchmark.json"
+    command = [sys.executable, "-m", "fieldguide.timing_run", "--child", str(state_json),
+               "--gpus", str(gpus)]
+    if measure:
+        command += ["--bench-json", str(bench_json)]
+    if only:
+        command += ["--only", *only]
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    ended = subprocess.run([*command, "--", *targets], cwd=ROOT, env=env)
+    if not state_json.is_file():  # killed, or crashed in C (a segfault, an abort)
+        where = ", ".join(Path(t).name for t in targets)
+        return {"exit_code": ended.returncode, "files": {}, "needs": {}, "selected": [],
+                "not_here": {}, "problems": {where: (
+                    f"ended the process measuring it with exit code {ended.returncode} before "
+                    "it could report (its output is above)")}}, bench_json
+    return json.loads(state_json.read_text(encoding="utf-8")), bench_json
+
+
+def _merged(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    """One pytest-benchmark document from the modules' own, in the order they ran."""
+    merged = dict(documents[0])
+    merged["benchmarks"] = [b for document in documents for b in document["benchmarks"]]
+    gpus = {d["machine_info"]["fieldguide"]["gpu_name"] for d in documents}
+    if len(gpus) != 1:
+        raise TimingRunError(f"the modules ran on different GPUs ({', '.join(sorted(gpus))})")
+    return merged
+
+
+def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
+        bench_dir: Path = BENCH_DIR) -> Path | None:
+    gpus = 0 if list_only else _cuda_device_count()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        listing, _ = _in_child(tmp, "collect", [str(bench_dir)], None, gpus, measure=False)
+        names = listing["files"]
+        if list_only:  # what could be collected here (without a GPU, not every module can)
+            print("\n".join(sorted(names)))
             return None
-        if selector.unknown:
+        if listing["problems"]:
+            lines = [f"  {name} {what}" for name, what in sorted(listing["problems"].items())]
+            raise TimingRunError("the benchmarks could not be collected:\n" + "\n".join(lines))
+        unknown = [p for p in only or [] if not any(matches(p, n) for n in names)]
+        if unknown:
             lines = []
-            for name in selector.unknown:
-                close = difflib.get_close_matches(name, selector.names, n=3)
+            for name in unknown:
+                close = difflib.get_close_matches(name, names, n=3)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 lines.append(f"  unknown benchmark {name!r}{hint}")
             raise TimingRunError(
                 "nothing was run:\n" + "\n".join(lines) + "\n  `make timings-list` shows the names"
             )
-        if selector.problems:
-            lines = [f"  {name} {what}" for name, what in sorted(selector.problems.items())]
+        wanted = [n for n in names if not only or any(matches(p, n) for p in only)]
+        not_here = {n: listing["needs"][n] for n in wanted if listing["needs"][n] > gpus}
+        modules = list(dict.fromkeys(names[n] for n in wanted if n not in not_here))
+        if not modules:
+            raise TimingRunError("nothing to measure on this machine: every selected benchmark "
+                                 f"needs more GPUs than its {gpus}")
+
+        started = time.perf_counter()
+        selected, problems, documents = [], {}, []
+        for number, module in enumerate(modules):
+            state, bench_json = _in_child(tmp, f"module{number}", [module], only, gpus, measure=True)
+            selected += state["selected"]
+            problems.update(state["problems"])
+            if state["exit_code"] not in (0, 5) and not state["problems"]:
+                problems[Path(module).name] = f"ended with pytest exit code {state['exit_code']}"
+            if state["selected"] and not state["problems"] and bench_json.is_file():
+                documents.append(_validated(bench_json, state["selected"]))
+        if problems:
+            lines = [f"  {name} {what}" for name, what in sorted(problems.items())]
             raise TimingRunError(
-                f"{len(selector.problems)} benchmark(s) did not produce a measurement; "
+                f"{len(problems)} benchmark(s) did not produce a measurement; "
                 "the timings file was not written:\n" + "\n".join(lines)
             )
-        if exit_code not in (0, pytest.ExitCode.NO_TESTS_COLLECTED) or not selector.selected:
-            raise TimingRunError(f"pytest ended with {exit_code!s} and no usable measurements")
+        if not documents:
+            raise TimingRunError("the selected benchmarks recorded no measurement")
 
-        document = _validated(bench_json, selector.selected)
+        document = _merged(documents)
         fp = document["machine_info"]["fieldguide"]
-        fp["benchmarks_run"] = len(selector.selected)
+        fp["complete"] = not only
+        fp["benchmarks_run"] = len(selected)
         fp["wall_seconds"] = round(time.perf_counter() - started, 1)
+        fp["process_per_module"] = True
 
     commit = (document.get("commit_info", {}).get("id") or "unknown")[:10]
     stamp = document["datetime"].replace("-", "").replace(":", "")[:15]  # 20261121T023810
@@ -214,11 +283,11 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
         path = path.with_name(f"{stamp}Z_{commit}-{n}.json")
     write_atomically(path, document)
 
-    if selector.not_here:
+    if not_here:
         print("not run on this machine (too few GPUs): "
-              + ", ".join(f"{n} (needs {g})" for n, g in sorted(selector.not_here.items())))
+              + ", ".join(f"{n} (needs {g})" for n, g in sorted(not_here.items())))
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-    print(f"wrote {len(selector.selected)} benchmark(s) to {shown} in {fp['wall_seconds']} s")
+    print(f"wrote {len(selected)} benchmark(s) to {shown} in {fp['wall_seconds']} s")
     return path
 
 
@@ -228,7 +297,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="benchmark names to re-measure; `*` matches anything ('pinned_memory.*')")
     parser.add_argument("--out", type=Path, default=TIMINGS_DIR, help="directory of timings files")
     parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
+    # Internal: one child process of the run (see _in_child).
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--gpus", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--bench-json", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("targets", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        _measure(args.targets, args.only, args.gpus, args.bench_json, args.child)
+        return 0
     try:
         run(args.only, args.out, list_only=args.list)
     except TimingRunError as exc:

@@ -1,7 +1,8 @@
 """`make timings` keeps every run, fails clearly, and never damages the committed timings.
 
-The runner is driven in-process against small stand-in benchmarks, with the CUDA check and the
-GPU fingerprint replaced, so these faults are tested on any machine.
+The runner is driven against small stand-in benchmarks, with the CUDA check and the GPU
+fingerprint replaced (in its child processes by tests/tooling/fake_machine.py), so these faults
+are tested on any machine.
 """
 
 import json
@@ -40,16 +41,21 @@ FINGERPRINT = {
 }
 
 
+def fake_fingerprint(monkeypatch, **changes):
+    monkeypatch.setenv("FIELDGUIDE_FAKE_FINGERPRINT", json.dumps({**FINGERPRINT, **changes}))
+
+
 @pytest.fixture
 def bench_env(tmp_path, monkeypatch):
     bench_dir = tmp_path / "benchmarks"
     bench_dir.mkdir()
     out_dir = tmp_path / "timings"
     monkeypatch.setattr(timing_run, "_cuda_device_count", lambda: 1)
-    monkeypatch.setattr("fieldguide.fingerprint.collect", lambda: dict(FINGERPRINT))
+    fake_fingerprint(monkeypatch)
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p tests.tooling.fake_machine")
     monkeypatch.setenv("FIELDGUIDE_GIT_COMMIT", "0" * 40)
-    # Under pytest-xdist the in-process run would inherit the worker's variable, and
-    # pytest-benchmark turns itself off in an xdist worker (then --benchmark-only is an error).
+    # Under pytest-xdist the children would inherit the worker's variable, and pytest-benchmark
+    # turns itself off in an xdist worker (then --benchmark-only is an error).
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
     def write(**modules):
@@ -115,7 +121,7 @@ def test_every_run_is_kept_and_a_value_is_the_median_over_runs(bench_env, monkey
     bench_dir, out_dir = bench_env(good=GOOD, other=GOOD.replace("bench_fast", "bench_slow"))
     first = run(bench_dir, out_dir)
     monkeypatch.setenv("FIELDGUIDE_GIT_COMMIT", "1" * 40)
-    monkeypatch.setattr("fieldguide.fingerprint.collect", lambda: dict(FINGERPRINT, boot_id="boot-2"))
+    fake_fingerprint(monkeypatch, boot_id="boot-2")
     second = run(bench_dir, out_dir, only=["good.fast"])
     assert first != second and first.exists()
     timings = Timings.load(out_dir / "fake-gpu-9000")
@@ -170,3 +176,29 @@ def test_only_accepts_a_wildcard_and_records_keep_source_order(bench_env):
     path = run(bench_dir, out_dir, only=["good.*"])
     timings = Timings.load(path.parent)
     assert [b.name for b in timings.matching("good.*")] == ["good.fast", "good.a_second"]
+
+
+LEAVES = """
+import builtins
+
+builtins.left_behind = "by bench_leaves.py"  # as a snippet's module-level tensors would be
+
+def bench_something(benchmark):
+    benchmark.pedantic(lambda: None, rounds=1)
+"""
+LOOKS = """
+import builtins
+
+def bench_around(benchmark):
+    benchmark.extra_info["found"] = getattr(builtins, "left_behind", None)
+    benchmark.pedantic(lambda: None, rounds=1)
+"""
+
+
+def test_each_module_runs_in_a_process_of_its_own(bench_env):
+    bench_dir, out_dir = bench_env(leaves=LEAVES, looks=LOOKS)
+    data = json.loads(run(bench_dir, out_dir).read_text())
+    assert [benchmark_name(b["fullname"]) for b in data["benchmarks"]] == [
+        "leaves.something", "looks.around"]  # one after the other, in one file
+    assert data["benchmarks"][1]["extra_info"]["found"] is None
+    assert data["machine_info"]["fieldguide"]["process_per_module"] is True
