@@ -196,8 +196,10 @@ def _in_child(tmp: Path, tag: str, targets: list[str], only: list[str] | None, g
         command += ["--bench-json", str(bench_json)]
     if only:
         command += ["--only", *only]
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    # Not PYTEST_XDIST_WORKER, when started from a test under pytest-xdist: in an xdist worker
+    # pytest-benchmark turns itself off, and --benchmark-only is then an error.
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     ended = subprocess.run([*command, "--", *targets], cwd=ROOT, env=env)
     if not state_json.is_file():  # killed, or crashed in C (a segfault, an abort)
         where = ", ".join(Path(t).name for t in targets)

@@ -28,7 +28,8 @@ pytest.importorskip("mkdocs")
 
 
 def run(args, cwd, timeout=600, **kwargs):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # Nor PYTEST_XDIST_WORKER: pytest-benchmark in a child would take itself for an xdist worker.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_XDIST_WORKER")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # python3: this one
     env["NO_MKDOCS_2_WARNING"] = "1"
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, **kwargs)

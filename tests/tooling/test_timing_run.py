@@ -54,9 +54,6 @@ def bench_env(tmp_path, monkeypatch):
     fake_fingerprint(monkeypatch)
     monkeypatch.setenv("PYTEST_ADDOPTS", "-p tests.tooling.fake_machine")
     monkeypatch.setenv("FIELDGUIDE_GIT_COMMIT", "0" * 40)
-    # Under pytest-xdist the children would inherit the worker's variable, and pytest-benchmark
-    # turns itself off in an xdist worker (then --benchmark-only is an error).
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
     def write(**modules):
         for name, source in modules.items():
