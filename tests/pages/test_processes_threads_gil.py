@@ -154,15 +154,24 @@ def test_threads_do_not_speed_up_pure_python():
 @needs_idle_cpus
 @pytest.mark.timed
 def test_processes_speed_up_pure_python():
-    # About 1 s of work in total on a CI core. With a third of that, an H200 host measured
+    # About 0.25 s of work in total on a CI core. With a third of that, an H200 host measured
     # only 1.19x (2026-11-23): a worker's start-up costs count less against longer tasks.
+    # Another job holding one of CI's two cores for a few seconds (the load average, checked
+    # at collection, lags) once made every round slow (1.18x), so a few attempts are allowed;
+    # contention can only hide the speed-up, never fake one.
     tasks = [3_000_000] * 2
+    seen = []
     with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:
         snippet.run_in_pool(pool, snippet.cpu_bound, [10, 10])  # start the workers
-        serial, processes = best_of_interleaved(
-            4, lambda: snippet.run_serial(snippet.cpu_bound, tasks),
-            lambda: snippet.run_in_pool(pool, snippet.cpu_bound, tasks))
-    assert serial > 1.3 * processes, (serial, processes)
+        for _ in range(3):
+            serial, processes = best_of_interleaved(
+                4, lambda: snippet.run_serial(snippet.cpu_bound, tasks),
+                lambda: snippet.run_in_pool(pool, snippet.cpu_bound, tasks))
+            seen.append((serial, processes))
+            if serial > 1.3 * processes:
+                break
+            time.sleep(1)
+    assert serial > 1.3 * processes, (seen, os.getloadavg())
 
 
 @needs_two_cpus
