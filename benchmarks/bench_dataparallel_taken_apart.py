@@ -1,5 +1,5 @@
 """Benchmarks behind docs/several-gpus/dataparallel-taken-apart.md: nn.DataParallel on two GPUs,
-step time and per-GPU memory, beside DDP on the same workload (ddp_with_torchrun.step[2gpus]).
+step time and per-GPU memory, beside DDP on the same workload (ddp_with_torchrun.step[2gpus-4096]).
 
 Needs two GPUs. The workload (benchmarks/two_ranks.py): an 8-layer MLP of 4096 x 4096, about 134
 million parameters, bf16 autocast, Adam; DataParallel gets 2 x 4096 samples per step, which it

@@ -1,9 +1,11 @@
-"""Benchmarks behind docs/several-gpus/ddp-with-torchrun.md: weak scaling from one GPU to two,
-per-GPU memory, and a profiler timeline of one DDP step (the all-reduce beside the backward pass).
+"""Benchmarks behind docs/several-gpus/ddp-with-torchrun.md: weak scaling from one GPU to two at
+two batch sizes, per-GPU memory, and a profiler timeline of one DDP step (the all-reduce beside
+the backward pass).
 
 Needs two GPUs. The workload (benchmarks/two_ranks.py): an 8-layer MLP of 4096 x 4096, about 134
-million parameters, bf16 autocast, Adam, 4096 samples per GPU. Budget on two H200s: starting the
-follower and NCCL ~10 s, then 2 x (3 + 20) steps of a few milliseconds and one profiled step.
+million parameters, bf16 autocast, Adam, 4096 and 16384 samples per GPU. The gradients' all-reduce
+costs the same at both sizes; the compute that can hide it grows four times. Budget on two H200s:
+starting the follower and NCCL ~10 s, then 4 x (3 + 20) steps of 8-35 ms and four profiled steps.
 """
 
 import pytest
@@ -19,21 +21,23 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/ddp_with_torchrun.py",
 
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {
-    "step[1gpu]": "One GPU, no DDP: a training step of {batch_per_gpu} samples",
-    "step[2gpus]": "DDP on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",
+    "step[1gpu-4096]": "One GPU, no DDP: a training step of {batch_per_gpu} samples",
+    "step[2gpus-4096]": "DDP on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",
+    "step[1gpu-16384]": "One GPU, no DDP: a training step of {batch_per_gpu} samples",
+    "step[2gpus-16384]": "DDP on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",
 }
 WORDS = {}
 
 _state = {}  # this process's model, optimizer and batch (each rank has its own)
 
 
-def prepare(gpus):
+def prepare(gpus, batch):
     """Build the workload on this rank's GPU (under DDP for two GPUs) and take a first step."""
     device = torch.device("cuda", 0) if gpus == 1 else two_ranks.device()
     model = two_ranks.workload_model().to(device)
     if gpus == 2:
         model = ddp.wrap(model, device)
-    _state.update(device=device, model=model, batch=two_ranks.workload_batch(device),
+    _state.update(device=device, model=model, batch=two_ranks.workload_batch(device, batch),
                   optimizer=torch.optim.Adam(model.parameters()))
     step()  # the first step creates Adam's state
     torch.cuda.reset_peak_memory_stats(device)
@@ -72,12 +76,16 @@ def pair():
         yield running
 
 
+BATCHES = [two_ranks.BATCH_PER_GPU, 4 * two_ranks.BATCH_PER_GPU]  # 4096: the chapter's workload
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=[str(b) for b in BATCHES])
 @pytest.mark.parametrize("gpus", [1, 2], ids=["1gpu", "2gpus"])
-def bench_step(benchmark, request, gpus):
+def bench_step(benchmark, request, gpus, batch):
     """Weak scaling: the same step per GPU on one GPU and on two; efficiency = t(1) / t(2)."""
-    benchmark.extra_info.update(gpus=gpus, batch_per_gpu=two_ranks.BATCH_PER_GPU)
+    benchmark.extra_info.update(gpus=gpus, batch_per_gpu=batch)
     if gpus == 1:
-        prepare(1)
+        prepare(1, batch)
         benchmark.extra_info["parameters"] = two_ranks.parameter_count(_state["model"])
         # plain benchmark: the baseline of the 2-GPU case below, timed the same way
         benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=20, warmup_rounds=3)
@@ -86,7 +94,7 @@ def bench_step(benchmark, request, gpus):
         release()
     else:
         pair = request.getfixturevalue("pair")
-        pair.call(prepare, 2)
+        pair.call(prepare, 2, batch)
         benchmark.extra_info["parameters"] = two_ranks.parameter_count(_state["model"])
         # plain benchmark: two ranks; pair.announcer starts each round on the other rank too
         benchmark.pedantic(step, setup=pair.announcer(step), rounds=20, warmup_rounds=3)

@@ -42,6 +42,7 @@ from fieldguide.timings import (
     Timings,
     column_label,
     format_value,
+    link_summary,
 )
 
 SHORTCODE = re.compile(r"<!--\s*timing-(?P<kind>[\w-]+):(?P<body>.*?)-->", re.DOTALL)
@@ -232,8 +233,13 @@ def measured_on(page: Page) -> str:
         fp = run.fingerprint
         cpu = fp.get("cpu_brand")
         cpu = f"{cpu}, {fp['cpu_count']} cores" if cpu else "not recorded"
+        joined = ""
+        if (fp.get("gpu_count") or 1) > 1:  # what a number of several GPUs depends on
+            link = link_summary(fp.get("interconnect")) or "link not recorded"
+            joined = f", {link}, NCCL {fp.get('nccl') or 'not recorded'}"
         rows.append(
-            f"| {gpu} ({fp['sm_count']} SMs, sm_{fp['compute_capability'].replace('.', '')}) "
+            f"| {gpu} ({fp['sm_count']} SMs, sm_{fp['compute_capability'].replace('.', '')}"
+            f"{joined}) "
             f"| {run.date[:16].replace('T', ' ')} UTC | {fp['driver']} | {fp['cuda_runtime']} "
             f"| {fp['torch']} | {fp.get('cupy') or 'not installed'} | "
             f"{fp.get('numpy') or 'not recorded'} | {fp['python']} | {cpu} | "

@@ -1,11 +1,16 @@
-"""`make timings`: run the benchmarks on this CUDA machine and add the run to timings/<gpu-slug>/.
+"""`make timings`: run the benchmarks on this CUDA machine and add the run to timings/<machine>/.
+
+<machine> is the GPU model's slug, with the GPU count before it on a machine of several
+(`2x-nvidia-h200`): a copy between GPUs or an all-reduce measures the machine, not one GPU. On
+such a machine, `CUDA_VISIBLE_DEVICES=0 make timings` measures the single-GPU benchmarks as a
+run of that GPU model.
 
     python3 -m fieldguide.timing_run                 # every benchmark: a new complete run
     python3 -m fieldguide.timing_run --only NAME ... # re-measure some: a new partial run
     python3 -m fieldguide.timing_run --list          # the benchmark names
 
 Every run is kept, as its own file in pytest-benchmark's JSON format
-(timings/<gpu-slug>/<date>_<commit>.json), so runs on different days and machines can be
+(timings/<machine>/<date>_<commit>.json), so runs on different days and machines can be
 compared (`make timings-report`, or `pytest-benchmark compare`). Uses the interpreter it is
 started with and installs nothing. The file is written only when every selected benchmark
 produced a measurement, and then atomically: a crash, an error or an out-of-memory in one
@@ -30,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from fieldguide import ROOT
-from fieldguide.timings import TIMINGS_DIR, benchmark_name, gpu_slug, matches
+from fieldguide.timings import TIMINGS_DIR, benchmark_name, machine_slug, matches
 
 BENCH_DIR = ROOT / "benchmarks"
 PYTEST_ARGS = [
@@ -278,7 +283,7 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
 
     commit = (document.get("commit_info", {}).get("id") or "unknown")[:10]
     stamp = document["datetime"].replace("-", "").replace(":", "")[:15]  # 20261121T023810
-    path = out_dir / gpu_slug(fp["gpu_name"]) / f"{stamp}Z_{commit}.json"
+    path = out_dir / machine_slug(fp) / f"{stamp}Z_{commit}.json"
     for n in range(2, 100):  # never overwrite a kept run, even one from the same second
         if not path.exists():
             break

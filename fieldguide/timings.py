@@ -3,7 +3,7 @@
 One folder per GPU model, one file per timing run, each file pytest-benchmark's own JSON
 (`pytest-benchmark compare timings/nvidia-h100-80gb-hbm3/*.json` reads them):
 
-    timings/<gpu-slug>/<YYYYmmddTHHMMSSZ>_<commit>.json
+    timings/<machine>/<YYYYmmddTHHMMSSZ>_<commit>.json   machine: nvidia-h100-80gb-hbm3, 2x-nvidia-h200
         machine_info.fieldguide   the GPU, driver, CUDA, torch, CuPy, NumPy, host CPU, boot id
         commit_info               the commit measured
         benchmarks[]              name, fullname, stats (seconds), extra_info (what the benchmark
@@ -44,6 +44,26 @@ def gpu_slug(gpu_name: str) -> str:
     if not slug:
         raise ValueError(f"cannot make a file name from GPU name {gpu_name!r}")
     return slug
+
+
+def machine_slug(fingerprint: dict[str, Any]) -> str:
+    """A run's folder: the GPU model, prefixed with the GPU count on a machine of several
+    ('2x-nvidia-h200'), whose numbers (a link, a collective) belong to the machine, not one GPU."""
+    slug = gpu_slug(fingerprint["gpu_name"])
+    count = fingerprint.get("gpu_count") or 1
+    return slug if count == 1 else f"{count}x-{slug}"
+
+
+def link_summary(topology: str | None) -> str | None:
+    """'NVLink (NV18)' or 'PCIe (PIX)' from `nvidia-smi topo -m`: how GPU0 reaches GPU1."""
+    if not topology:
+        return None
+    for line in topology.splitlines():
+        words = line.split()
+        if len(words) > 2 and words[0].endswith("GPU0") and words[1] == "X":
+            link = words[2]
+            return f"NVLink ({link})" if link.startswith("NV") else f"PCIe ({link})"
+    return None
 
 
 def benchmark_name(fullname: str) -> str:
@@ -232,7 +252,12 @@ class Timings:
         names = {r.data["machine_info"]["fieldguide"]["gpu_name"] for r in self.runs}
         if len(names) > 1:
             raise TimingError(f"{source} mixes runs of different GPUs: {', '.join(sorted(names))}")
-        self.gpu = names.pop()
+        counts = {r.data["machine_info"]["fieldguide"].get("gpu_count") or 1 for r in self.runs}
+        if len(counts) > 1:
+            raise TimingError(f"{source} mixes machines of {' and '.join(map(str, sorted(counts)))}"
+                              " GPUs: a machine of several has its own folder (machine_slug)")
+        count = counts.pop()
+        self.gpu = names.pop() if count == 1 else f"{count} × {names.pop()}"
         self._benchmarks = self._collect()
 
     @classmethod

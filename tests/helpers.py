@@ -70,9 +70,9 @@ def fake_run(benchmarks: list[dict], date: str = "2026-11-21T00:00:00+00:00",
 
 def write_run(directory: Path, run: dict) -> Path:
     """timings/<slug>/<stamp>_<commit>.json, as the timing run names it."""
-    from fieldguide.timings import gpu_slug
+    from fieldguide.timings import machine_slug
 
-    folder = Path(directory) / gpu_slug(run["machine_info"]["fieldguide"]["gpu_name"])
+    folder = Path(directory) / machine_slug(run["machine_info"]["fieldguide"])
     folder.mkdir(parents=True, exist_ok=True)
     stamp = run["datetime"].replace("-", "").replace(":", "")[:15]
     path = folder / f"{stamp}Z_{run['commit_info']['id'][:10]}.json"

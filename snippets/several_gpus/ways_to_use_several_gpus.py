@@ -23,11 +23,12 @@ def one_job_per_gpu(command, gpus):
 
 
 # each job says what it sees (a real job would be, say, `python train.py --seed N`):
-# its CUDA_VISIBLE_DEVICES, its number of GPUs, and the PCI bus of its cuda:0
+# its CUDA_VISIBLE_DEVICES, its number of GPUs, and the UUID of its cuda:0 (the GPU's own
+# identity: PCI bus numbers can repeat inside a virtual machine)
 REPORT = [sys.executable, "-c",
           "import os, torch; print(os.environ['CUDA_VISIBLE_DEVICES'], "
           "torch.cuda.device_count(), torch.cuda.is_available() and "
-          "torch.cuda.get_device_properties(0).pci_bus_id)"]
+          "torch.cuda.get_device_properties(0).uuid)"]
 # --8<-- [end:one_job_per_gpu]
 
 
@@ -66,8 +67,8 @@ if __name__ == "__main__":
     # --8<-- [start:main]
     gpus = range(torch.cuda.device_count()) or [0]  # without GPUs: one job, seeing none
     for line in one_job_per_gpu(REPORT, gpus):
-        visible, count, bus = line.split()
-        where = f", cuda:0 on PCI bus {bus}" if count != "0" else ""
+        visible, count, uuid = line.split()
+        where = f", cuda:0 is GPU {uuid}" if count != "0" else ""
         print(f"job with CUDA_VISIBLE_DEVICES={visible}: sees {count} GPU(s){where}")
     if torch.cuda.device_count() >= 2:
         print(f"peer-to-peer between GPU 0 and 1: {peer_to_peer(0, 1)}")

@@ -35,8 +35,8 @@ def test_each_job_gets_its_own_visible_devices():
 @pytest.mark.gpus(2)
 def test_each_job_sees_a_different_gpu():
     lines = snippet.one_job_per_gpu(snippet.REPORT, range(torch.cuda.device_count()))
-    buses = [line.split()[2] for line in lines]
-    assert len(set(buses)) == len(buses), lines  # cuda:0 of each job is another physical GPU
+    uuids = [line.split()[2] for line in lines]
+    assert len(set(uuids)) == len(uuids), lines  # cuda:0 of each job is another physical GPU
 
 
 def test_bus_bandwidth_is_nccl_tests_definition():

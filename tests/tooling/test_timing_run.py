@@ -199,3 +199,15 @@ def test_each_module_runs_in_a_process_of_its_own(bench_env):
         "leaves.something", "looks.around"]  # one after the other, in one file
     assert data["benchmarks"][1]["extra_info"]["found"] is None
     assert data["machine_info"]["fieldguide"]["process_per_module"] is True
+
+
+def test_a_machine_of_several_gpus_has_its_own_folder():
+    from fieldguide.timings import link_summary, machine_slug
+
+    assert machine_slug({"gpu_name": "NVIDIA H200", "gpu_count": 1}) == "nvidia-h200"
+    assert machine_slug({"gpu_name": "NVIDIA H200", "gpu_count": 2}) == "2x-nvidia-h200"
+    topology = ("\x1b[4mGPU0\tGPU1\tCPU Affinity\x1b[0m\n"
+                "GPU0\t X \tNV18\t0-31\nGPU1\tNV18\t X \t0-31\n")
+    assert link_summary(topology) == "NVLink (NV18)"
+    assert link_summary("GPU0\t X \tSYS\nGPU1\tSYS\t X \n") == "PCIe (SYS)"
+    assert link_summary(None) is None
