@@ -23,8 +23,8 @@ def one_job_per_gpu(command, gpus):
 
 
 # each job says what it sees (a real job would be, say, `python train.py --seed N`):
-# its CUDA_VISIBLE_DEVICES, its number of GPUs, and the UUID of its cuda:0 (the GPU's own
-# identity: PCI bus numbers can repeat inside a virtual machine)
+# its CUDA_VISIBLE_DEVICES, its number of GPUs, and the UUID of its cuda:0
+# (the GPU's own identity: PCI bus numbers can repeat inside a virtual machine)
 REPORT = [sys.executable, "-c",
           "import os, torch; print(os.environ['CUDA_VISIBLE_DEVICES'], "
           "torch.cuda.device_count(), torch.cuda.is_available() and "

@@ -98,9 +98,13 @@ def test_fits_on_gpu_follows_free_memory(snippet):
 
 @pytest.mark.gpus(1)
 @pytest.mark.timed
-def test_gpu_with_transfers_wins_the_largest_matmul(snippet):
+def test_the_resident_gpu_wins_the_largest_matmul_by_far(snippet):
+    # Whether the GPU still wins with the transfers counted depends on the host as much as on
+    # the GPU: on the two-H200 machine's 32-core host the CPU took 62 ms and the GPU with its
+    # transfers 61 ms (2026-11-23). The recorded runs check that claim, each on its own machine
+    # (test_largest_matmul_favours_the_gpu_even_with_transfers_in_every_run).
     times = snippet.compare("matmul", 4096, repeats=3)
-    assert times["gpu_with_transfers"] < 0.9 * times["cpu"], times
+    assert times["gpu_resident"] < 0.2 * times["cpu"], times
     assert times["gpu_resident"] < times["gpu_with_transfers"], times
 
 
