@@ -13,7 +13,7 @@ import pytest
 
 from fieldguide import ROOT, labels, shortcodes
 from fieldguide.pages import is_draft
-from fieldguide.timings import Timings, benchmark_location
+from fieldguide.timings import CodeKeys, Timings, benchmark_location
 from tests.helpers import DOCS, fake_benchmark, fake_run, write_run
 
 TIMINGS = sorted(p for p in (ROOT / "timings").iterdir() if p.is_dir())
@@ -22,7 +22,11 @@ CODE_SPAN = re.compile(r"`[^`]*`")
 
 
 def committed():
-    return [(folder.name, bench) for folder in TIMINGS for bench in Timings.load(folder).benchmarks]
+    """Every benchmark a page can show: recorded, and its code unchanged since. Records of a
+    benchmark since renamed or rewritten stay in their runs as history, with no label needed."""
+    keys = CodeKeys(ROOT)
+    return [(folder.name, bench) for folder in TIMINGS for bench in Timings.load(folder).benchmarks
+            if not keys.stale_files(bench)]
 
 
 def prose(text: str) -> str:
