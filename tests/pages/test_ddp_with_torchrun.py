@@ -182,7 +182,11 @@ def test_step_timeline_records_the_kernels_of_one_step():
 
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
-CLAIMS = {"weak_scaling_efficiency": 0.9}
+CLAIMS = {
+    "weak_scaling_efficiency": 0.9,  # t(1 GPU) / t(2 GPUs) at 16384 samples per GPU, at least
+    "all_reduce_growth_max": 1.2,  # the all-reduce at one batch size over the other, at most
+}
+STEPS = [f"ddp_with_torchrun.step[{g}-{b}]" for g in ("1gpu", "2gpus") for b in (4096, 16384)]
 
 
 def _efficiency(run, batch):
@@ -191,8 +195,7 @@ def _efficiency(run, batch):
 
 
 def test_weak_scaling_efficiency_reaches_the_bound_at_the_larger_batch(measured):
-    names = [f"ddp_with_torchrun.step[{g}-{b}]" for g in ("1gpu", "2gpus") for b in (4096, 16384)]
-    for run in measured(*names):
+    for run in measured(*STEPS):
         efficiency = _efficiency(run, 16384)
         assert efficiency >= CLAIMS["weak_scaling_efficiency"], (str(run), efficiency)
         # the all-reduce is the same at both sizes; more compute per step hides more of it
@@ -200,6 +203,30 @@ def test_weak_scaling_efficiency_reaches_the_bound_at_the_larger_batch(measured)
         for batch in (4096, 16384):
             two = f"ddp_with_torchrun.step[2gpus-{batch}]"
             assert run.value(two, "overlap_ms") > 0, "the timeline shows no all-reduce beside compute"
+
+
+def test_the_all_reduce_costs_about_the_same_at_both_batch_sizes(measured):
+    small, large = "ddp_with_torchrun.step[2gpus-4096]", "ddp_with_torchrun.step[2gpus-16384]"
+    for run in measured(small, large):
+        times = sorted(run.value(name, "all_reduce_ms") for name in (small, large))
+        assert times[0] > 0, str(run)
+        assert times[1] <= CLAIMS["all_reduce_growth_max"] * times[0], (str(run), times)
+
+
+def test_the_gradients_are_averaged_in_float32(measured):
+    for batch in (4096, 16384):
+        two = f"ddp_with_torchrun.step[2gpus-{batch}]"
+        for run in measured(two):
+            kernels = [e["name"] for e in run.value(two, "timeline") if e["lane"] == "all-reduce"]
+            assert kernels and all("AllReduce" in k and "f32" in k for k in kernels), str(run)
+
+
+def test_each_ddp_gpu_peaks_above_one_gpu_without_ddp(measured):
+    for run in measured(*STEPS):
+        for batch in (4096, 16384):
+            one, two = (f"ddp_with_torchrun.step[{g}-{batch}]" for g in ("1gpu", "2gpus"))
+            gpu0, gpu1 = (run.value(two, f"peak_gpu{g}_gib") for g in (0, 1))
+            assert min(gpu0, gpu1) > run.value(one, "peak_gpu0_gib"), (str(run), batch)
 
 
 # --- The worker ----------------------------------------------------------------------------------

@@ -96,11 +96,50 @@ def test_copy_between_gpus_arrives_and_is_timed():
 
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
-CLAIMS = {"all_reduce_busbw_1gib_gbs": 300.0}
+CLAIMS = {
+    "all_reduce_busbw_1gib_gbs": 300.0,     # all-reduce bus bandwidth at 1 GiB, at least
+    "p2p_copy_1gib_gbs": 350.0,             # copy GPU 0 -> GPU 1 of 1 GiB, GB/s, at least
+    "small_message_time_growth_max": 1.5,   # time at 1 MiB / time at 1 KiB, at most
+    "small_message_speed_share_max": 0.2,   # speed at 1 MiB / speed at 1 GiB, at most
+}
+COPY = "ways_to_use_several_gpus.p2p_copy[{}]"
+ALL_REDUCE = "ways_to_use_several_gpus.all_reduce[{}]"
 
 
 def test_all_reduce_bus_bandwidth_at_1gib_reaches_the_bound(measured):
-    name = "ways_to_use_several_gpus.all_reduce[1GiB]"
+    name = ALL_REDUCE.format("1GiB")
     for run in measured(name):
         busbw = run.value(name, "busbw_gbs")
         assert busbw >= CLAIMS["all_reduce_busbw_1gib_gbs"], (str(run), busbw)
+
+
+def test_copy_of_1gib_reaches_the_bound(measured):
+    name = COPY.format("1GiB")
+    for run in measured(name):
+        assert run.value(name, "peer_to_peer") is True, str(run)
+        bandwidth = run.value(name, "bandwidth_gbs")
+        assert bandwidth >= CLAIMS["p2p_copy_1gib_gbs"], (str(run), bandwidth)
+
+
+def test_all_reduce_at_1gib_stays_below_the_copy(measured):
+    copy, all_reduce = COPY.format("1GiB"), ALL_REDUCE.format("1GiB")
+    for run in measured(copy, all_reduce):
+        assert run.value(all_reduce, "busbw_gbs") < run.value(copy, "bandwidth_gbs"), str(run)
+
+
+def test_small_copies_cost_a_fixed_time_whatever_their_size(measured):
+    small, large, largest = (COPY.format(s) for s in ("1KiB", "1MiB", "1GiB"))
+    for run in measured(small, large, largest):
+        growth = run.value(large) / run.value(small)
+        assert growth <= CLAIMS["small_message_time_growth_max"], (str(run), growth)
+        share = run.value(large, "bandwidth_gbs") / run.value(largest, "bandwidth_gbs")
+        assert share < CLAIMS["small_message_speed_share_max"], (str(run), share)
+
+
+def test_small_all_reduces_are_bound_by_latency(measured):
+    small, large, largest = (ALL_REDUCE.format(s) for s in ("1KiB", "1MiB", "1GiB"))
+    for run in measured(small, large, largest):
+        growth = run.value(large, "per_op") / run.value(small, "per_op")
+        assert growth <= CLAIMS["small_message_time_growth_max"], (str(run), growth)
+        share = run.value(large, "busbw_gbs") / run.value(largest, "busbw_gbs")
+        assert share < CLAIMS["small_message_speed_share_max"], (str(run), share)
