@@ -29,6 +29,65 @@ needs_idle_cpus = pytest.mark.skipif(
     busy(), reason="machine busy (load average near the CPU count): speedups not measurable")
 
 
+def _busy_ticks():
+    """CPU time every process on the machine has used since boot (idle and iowait left out)."""
+    with open("/proc/stat") as stat:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, stat.readline().split()[1:9])
+    return user + nice + system + irq + softirq + steal
+
+
+def _tree_ticks(pid):
+    """CPU time of process `pid`, its threads and its living descendants (pool workers)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(entry) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
+            total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total
+
+
+def others_cpu_share(measure):
+    """Run measure(); return its result and the cores that other jobs kept busy meanwhile.
+
+    A speed-up from two workers needs two free cores. The load average lags by a minute, so
+    this counts the CPU time that processes outside this one (and its workers) used while the
+    measurement ran, from /proc (0.0 where there is no /proc: nothing can be told apart then).
+    """
+    if not os.path.exists("/proc/stat"):
+        return measure(), 0.0
+    busy, own, start = _busy_ticks(), _tree_ticks(os.getpid()), time.perf_counter()
+    result = measure()
+    wall = time.perf_counter() - start
+    others = (_busy_ticks() - busy) - (_tree_ticks(os.getpid()) - own)
+    return result, max(0, others) / os.sysconf("SC_CLK_TCK") / wall
+
+
+QUIET = 0.25  # other jobs used less than a quarter of a core: a failure then is the claim's
+
+
+def assert_speedup_unless_contended(measure, holds, attempts=3):
+    """Pass on the first attempt where `holds(result)`. After `attempts` misses, skip if other
+    jobs kept the cores busy during any of them, else fail: contention can hide a speed-up,
+    never fake one, so a skip is all it can cause. (A hypervisor's neighbours are invisible
+    here: a 2-core CI VM once gave 1.18x on one quiet attempt and 1.4x on the next.)"""
+    seen = []
+    for _ in range(attempts):
+        result, others = others_cpu_share(measure)
+        seen.append((result, round(others, 2)))
+        if holds(result):
+            return
+        time.sleep(1)
+    if any(others >= QUIET for _, others in seen):
+        pytest.skip(f"other jobs kept the cores busy: (result, other jobs' cores) {seen}")
+    pytest.fail(f"missed on a quiet machine in every attempt: (result, other jobs' cores) {seen}")
+
+
 def best_of_interleaved(repeats, a, b):
     """Shortest times of two zero-argument callables, run alternately so both see the same noise."""
     times_a, times_b = [], []
@@ -156,22 +215,17 @@ def test_threads_do_not_speed_up_pure_python():
 def test_processes_speed_up_pure_python():
     # About 0.25 s of work in total on a CI core. With a third of that, an H200 host measured
     # only 1.19x (2026-11-23): a worker's start-up costs count less against longer tasks.
-    # Another job holding one of CI's two cores for a few seconds (the load average, checked
-    # at collection, lags) once made every round slow (1.18x), so a few attempts are allowed;
-    # contention can only hide the speed-up, never fake one.
+    # Another job holding one of CI's two cores (the load average, checked at collection,
+    # lags) once made every round slow (1.18x): assert_speedup_unless_contended tells that
+    # apart from a real miss by the CPU time other jobs used during the measurement.
     tasks = [3_000_000] * 2
-    seen = []
     with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:
         snippet.run_in_pool(pool, snippet.cpu_bound, [10, 10])  # start the workers
-        for _ in range(3):
-            serial, processes = best_of_interleaved(
+        assert_speedup_unless_contended(
+            lambda: best_of_interleaved(
                 4, lambda: snippet.run_serial(snippet.cpu_bound, tasks),
-                lambda: snippet.run_in_pool(pool, snippet.cpu_bound, tasks))
-            seen.append((serial, processes))
-            if serial > 1.3 * processes:
-                break
-            time.sleep(1)
-    assert serial > 1.3 * processes, (seen, os.getloadavg())
+                lambda: snippet.run_in_pool(pool, snippet.cpu_bound, tasks)),
+            lambda times: times[0] > 1.3 * times[1])
 
 
 @needs_two_cpus
@@ -179,10 +233,11 @@ def test_processes_speed_up_pure_python():
 @pytest.mark.timed
 def test_threads_speed_up_numpy_sort():
     arrays = snippet.make_arrays(2, 2_000_000)
-    serial, threads = best_of_interleaved(
-        3, lambda: snippet.run_serial(snippet.sort_copy, arrays),
-        lambda: snippet.run_threads(snippet.sort_copy, arrays, 2))
-    assert threads < 0.85 * serial, (serial, threads)
+    assert_speedup_unless_contended(
+        lambda: best_of_interleaved(
+            3, lambda: snippet.run_serial(snippet.sort_copy, arrays),
+            lambda: snippet.run_threads(snippet.sort_copy, arrays, 2)),
+        lambda times: times[1] < 0.85 * times[0])
 
 
 @needs_two_cpus
