@@ -9,6 +9,8 @@ from tests.helpers import run_python
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/sharing_tensors_between_processes.py")
 
+CLAIMS = {"hogwild_loss_drop_min": 10}  # the page: the shared model's loss falls by more than this
+
 
 def test_spawn_for_a_script_fork_for_python_c(tmp_path):
     # Both in a new Python: the test's own __main__ depends on the runner (pytest-xdist's
@@ -43,7 +45,7 @@ def test_hogwild_processes_train_one_shared_model():
     result = run_python(["-c", code], timeout=300)
     assert result.returncode == 0, result.stderr
     before, after = map(float, result.stdout.split()[-2:])
-    assert after < 0.1 * before, (before, after)
+    assert after * CLAIMS["hogwild_loss_drop_min"] < before, (before, after)
 
 
 def test_a_failing_child_is_reported_by_its_exit_code():
