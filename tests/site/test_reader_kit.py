@@ -388,7 +388,9 @@ def test_every_headline_is_measured_and_linked_to_its_page():
 
 
 def test_every_page_with_measurements_has_a_headline():
-    measured = {path for path in CHAPTER_PAGES if SHORTCODE.search(text(path))}
+    # timing-bound shows a bound from the page's tests, not a measurement
+    measured = {path for path in CHAPTER_PAGES
+                if any("timing-bound:" not in m for m in SHORTCODE.findall(text(path)))}
     linked = {resolve("headline-numbers.md", link["target"])[0]
               for *_, where in headline_rows() for link in LINK.finditer(where)}
     assert measured and not measured - linked, f"no headline from {sorted(measured - linked)}"
