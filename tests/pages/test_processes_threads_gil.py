@@ -37,7 +37,7 @@ def _busy_ticks():
 
 
 def _tree_ticks(pid):
-    """CPU time of process `pid`, its threads and its living descendants (pool workers)."""
+    """CPU time of process `pid`, its threads and its living children (the pool's workers)."""
     total = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
