@@ -31,15 +31,18 @@ def bench_training_step(gpu_benchmark, tmp_path):
     events, start, ends = snippet.record_steps(model, optimizer, x, path=str(tmp_path / "steps.pickle"))
     rows = snippet.timeline(events, start, ends)
     parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    batch = x.numel() * x.element_size()
     state = sum(v.numel() * v.element_size() for s in optimizer.state.values()
                 for v in s.values() if torch.is_tensor(v) and v.is_cuda)
     gpu_benchmark.extra_info.update(
         tokens=snippet.TOKENS, width=snippet.WIDTH, events=len(events),
-        start_bytes=start, parameter_bytes=parameters, batch_bytes=x.numel() * x.element_size(),
+        start_bytes=start, parameter_bytes=parameters, batch_bytes=batch,
         optimizer_state_bytes=state, peak_bytes=max(r["allocated"] for r in rows),
         max_memory_allocated_bytes=torch.cuda.max_memory_allocated(),
         memory_timeline=rows,
-        memory_levels=[["parameters and batch", start], ["+ AdamW state", start + state]],
+        # the lines sit where the tensors they name put them; the curve is checked against them
+        memory_levels=[["parameters and batch", parameters + batch],
+                       ["+ AdamW state", parameters + batch + state]],
     )
 
     def step():

@@ -34,8 +34,11 @@ def bench_recover(gpu_benchmark):
     holds inside the except block, and the time fit_step takes to find a batch that fits."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    # A cap counts every tensor of the process: those earlier benchmarks still hold come on top.
+    # A cap counts every tensor of the process. The timing run gives this module a process of
+    # its own, so what is there before the first step is the page's model; it is recorded
+    # beside the model's size so the page can say what the cap came on top of.
     outside = torch.cuda.memory_allocated()
+    model_bytes = sum(p.numel() * p.element_size() for p in snippet.model.parameters())
     snippet.train_step(256)  # AdamW's state exists from here on
     snippet.limit_memory(CAP_GIB + outside / 2**30)
     try:
@@ -47,7 +50,8 @@ def bench_recover(gpu_benchmark):
         snippet.unlimit_memory()
         torch.cuda.empty_cache()  # give back what the failed steps left cached
     gpu_benchmark.extra_info.update(
-        cap_bytes=CAP_GIB * 2**30, outside_bytes=outside, tried_batch=TRIED, fitted_batch=fitted,
+        cap_bytes=CAP_GIB * 2**30, outside_bytes=outside, model_bytes=model_bytes,
+        tried_batch=TRIED, fitted_batch=fitted,
         message=message,
         before_bytes=before, inside_bytes=inside, after_bytes=after,
         held_bytes=inside - before, num_ooms=stats["num_ooms"],
