@@ -35,6 +35,7 @@ from pathlib import Path
 
 from fieldguide import labels
 from fieldguide.timings import (
+    DISAGREEMENT,
     Benchmark,
     CodeKeys,
     Run,
@@ -279,6 +280,11 @@ def table_markdown(build: Build, benches: list[Benchmark], columns: list[str]) -
                 cells.append(_spread_note(bench, "median") or str(len(bench.records)))
                 continue
             cell = format_value(column, bench.value(column))
+            # the median's range is the runs column's, if there is one; a spread's is noise
+            if column not in ("iqr", "stddev", "rounds") and not (
+                    column == "median" and "runs" in columns):
+                spread = _spread_note(bench, column)
+                cell += f" ({spread})" if spread else ""
             if column == "median" and bench.unsteady():
                 cell += ' <span class="timing-flag" title="rounds spread wider than their median">⚠</span>'
                 flagged = True
@@ -302,13 +308,20 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
 def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     if len(code.args) not in (2, 3):
         raise ValueError("timing-ratio takes NAME[:FIELD] NAME[:FIELD] [FORMAT]")
-    values = []
+    values, per_run = [], []
     for operand in code.args[:2]:
         name, _, field_name = operand.partition(":")
         (bench,) = build.benchmarks(code, [name], page)
         values.append(bench.value(field_name or "median"))
+        per_run.append({r.run.id: r.value(field_name or "median") for r in bench.records})
     spec = code.args[2] if len(code.args) == 3 else ".2g"
-    return format(values[0] / values[1], spec)
+    text = format(values[0] / values[1], spec)
+    # The ratio within each run that measured both: where runs disagree, their range too.
+    ratios = [per_run[0][run] / per_run[1][run] for run in per_run[0].keys() & per_run[1].keys()
+              if isinstance(per_run[0][run], (int, float)) and per_run[1][run]]
+    if len(ratios) >= 2 and min(ratios) > 0 and max(ratios) > DISAGREEMENT * min(ratios):
+        text += f" ({format(min(ratios), spec)}–{format(max(ratios), spec)} over {len(ratios)} runs)"
+    return text
 
 
 def render_crossover(code: Shortcode, build: Build, page: Page) -> str:

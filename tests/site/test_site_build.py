@@ -171,11 +171,19 @@ def test_runs_that_disagree_show_their_range(project):
     write_run(project.path / "timings", fake_run(project.benches(scale=2.0), date="2026-11-22T00:00:00+00:00",
                                             boot_id="boot-2"))
     result = build(project, "# P\n\n<!-- timing-value: copy.copy[1024] median -->\n\n"
-                            "<!-- timing-table: copy.copy[1024] -->\n")
+                            "<!-- timing-table: copy.copy[1024] -->\n\n"
+                            "<!-- timing-table: copy.copy[1048576] columns=median,bandwidth_gbs -->\n\n"
+                            "Ratio <!-- timing-ratio: copy.copy[1048576] copy.slow[1048576] .2f -->.\n")
     assert result.returncode == 0, result.stderr
     html = (project.path / "site" / "index.html").read_text()
     assert "30.7 ns (20.5 ns–41 ns over 2 runs)" in html
     assert "2 runs · 2026-11-21 to 2026-11-22" in html
+    # a table without a runs column shows the range in each cell whose runs disagree
+    assert "31.5 µs (21 µs–41.9 µs over 2 runs)" in html
+    assert "37.5 GB/s (25.0 GB/s–50.0 GB/s over 2 runs)" in html
+    assert "6.14 ns</td>" in html  # the IQR: a spread within runs, no range of it
+    # a ratio: the median's, and the range of the ratios within each run (the copy doubled)
+    assert "Ratio 0.30 (0.20–0.40 over 2 runs)." in html
 
 
 def test_missing_benchmark_fails_the_strict_build(project):
