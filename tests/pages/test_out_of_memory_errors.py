@@ -226,14 +226,16 @@ def test_the_failed_step_was_released_in_every_run(measured):
 
 
 def test_the_message_shows_the_raised_cap_and_the_old_variable_in_every_run(measured):
-    """The page: "... allowed" is the budget set on top of what the process already held; the
-    message of this PyTorch still suggests PYTORCH_CUDA_ALLOC_CONF."""
+    """The page: "... allowed" is the budget set on top of what the process already held, the
+    page's model and nothing else; the message of this PyTorch still suggests
+    PYTORCH_CUDA_ALLOC_CONF."""
     name = "out_of_memory_errors.recover"
     for run in measured(name):
         message = run.value(name, "message")
         allowed = float(re.search(r"([\d.]+) GiB allowed", message)[1])
         cap, outside = run.value(name, "cap_bytes"), run.value(name, "outside_bytes")
         assert outside > 0 and allowed == pytest.approx((cap + outside) / GiB, abs=0.01), run
+        assert outside == run.value(name, "model_bytes"), run
         assert run.value(name, "before_bytes") > outside, run  # AdamW's state on top
         assert run.value(name, "held_bytes") == run.value(name, "inside_bytes") - run.value(
             name, "before_bytes"), run
