@@ -13,7 +13,7 @@ CLAIMS = {
     "mlp_speedup": 2.0,
     "loader_speedup": 2.0,
     "tokens_speedup": 2.0,
-    "loop_speedup": 1.5,
+    "loop_speedup": 1.25,  # 1.33× on the slowest host so far: the mixed loop waits on it
     "loss_gap": 0.03,  # the mixed-precision loop's losses within 3 % of the float32 loop's
 }
 
