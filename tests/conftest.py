@@ -13,6 +13,20 @@ import pytest
 from fieldguide import ROOT
 
 
+@pytest.fixture(autouse=True)
+def _give_back_cached_gpu_memory():
+    """In a parallel GPU run, a worker's cache would keep what its last test freed, and a
+    neighbour's fresh interpreter then runs out of GPU memory (6 workers on an H100, three
+    notebooks, 2026-11-23). After each test, the worker hands its free cached blocks back."""
+    yield
+    torch = sys.modules.get("torch")
+    if os.environ.get("PYTEST_XDIST_WORKER") and torch is not None and torch.cuda.is_initialized():
+        import gc
+
+        gc.collect()  # tensors kept alive only by reference cycles (tracebacks, frames)
+        torch.cuda.empty_cache()
+
+
 @dataclass
 class Build:
     dir: Path           # the built site
