@@ -81,7 +81,7 @@ GPU_PYTEST := $(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider \
               $(if $(GPU_OUTCOMES),--outcomes-log=$(GPU_OUTCOMES))
 NO_TESTS_OK := || [ $$? -eq 5 ]   # pytest's "no tests collected" when PYTEST_ARGS picks one kind
 
-test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if any GPU test is skipped
+test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU test it could run is skipped
 	@# -m "not browser": CI=true on a GPU runner too, and the browser check is CPU CI's job.
 	@# The second half runs whatever the first gives, so one run shows every failure.
 	@status=0; \

@@ -8,7 +8,8 @@
 - `gpu_benchmark(fn, *args, rounds=.., warmup_rounds=..)`: a fixture that times GPU work
   properly: the device is synchronized before each round and inside the timed call.
 - `@pytest.mark.gpus(n)` marks a claim that only holds on a GPU (a speedup, a race).
-- `--require-gpus` turns every skip for lack of GPUs into a failure: that is `make test-gpu`.
+- `--require-gpus` turns every skip for lack of GPUs into a failure (that is `make test-gpu`),
+  except a test that needs more GPUs than a GPU machine has: it is listed, to run on a bigger one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,16 @@ from fieldguide.codekey import code_keys
 from fieldguide.snippets import gpus_needed, module_name
 
 GPU_SKIP_PREFIX = "needs "
-_gpu_skips: list[str] = []
+GPU_SKIP = re.compile(r"needs (\d+) CUDA device\(s\); this machine has (\d+)")
+_gpu_skips: list[str] = []        # fail a --require-gpus run
+_for_bigger_machines: list[str] = []  # tests that need more GPUs than this GPU machine has
+
+
+def fails_require_gpus(reason: str) -> bool:
+    """Under --require-gpus a GPU skip fails the run, unless the machine has GPUs and the test
+    needs more of them: a two-GPU test on a one-GPU machine runs on a two-GPU one instead."""
+    found = GPU_SKIP.match(reason)
+    return not (found and int(found[2]) >= 1 and int(found[1]) > int(found[2]))
 
 
 @functools.cache
@@ -59,7 +70,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--require-gpus",
         action="store_true",
-        help="fail the run if any test is skipped for lack of CUDA devices (make test-gpu)",
+        help="fail the run if any test is skipped for lack of CUDA devices (make test-gpu); "
+             "tests that need more GPUs than this GPU machine has are listed instead",
     )
     parser.addoption(
         "--outcomes-log",
@@ -83,7 +95,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and isinstance(report.longrepr, tuple):
         reason = report.longrepr[2].removeprefix("Skipped: ")
         if reason.startswith(GPU_SKIP_PREFIX):
-            _gpu_skips.append(f"{report.nodeid}: {reason}")
+            listed = _gpu_skips if fails_require_gpus(reason) else _for_bigger_machines
+            listed.append(f"{report.nodeid}: {reason}")
 
 
 _outcomes_log: Path | None = None
@@ -113,7 +126,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    if config.getoption("--require-gpus") and _gpu_skips:
+    if not config.getoption("--require-gpus"):
+        return
+    if _for_bigger_machines:
+        terminalreporter.section("Not run here: these need more GPUs than this machine has "
+                                 "(run make test-gpu on a machine with that many)", yellow=True)
+        for line in _for_bigger_machines:
+            terminalreporter.write_line(line)
+    if _gpu_skips:
         terminalreporter.section("GPU tests skipped under --require-gpus", red=True)
         for line in _gpu_skips:
             terminalreporter.write_line(line)

@@ -41,3 +41,23 @@ def test_each_test_is_logged_as_it_ends(tmp_path):
     assert lines["test_wrong"]["outcome"] == "failed"
     assert "arithmetic" in lines["test_wrong"]["failure"]
     assert "failure" not in lines["test_quick"]
+
+
+def test_require_gpus_fails_a_gpu_skip_but_lists_tests_for_a_bigger_machine(tmp_path):
+    from fieldguide.pytest_plugin import fails_require_gpus
+
+    assert fails_require_gpus("needs 1 CUDA device(s); this machine has 0")  # no GPU at all
+    assert fails_require_gpus("needs 2 CUDA device(s); this machine has 0")
+    assert not fails_require_gpus("needs 2 CUDA device(s); this machine has 1")  # for the x2 one
+    assert fails_require_gpus("needs a CUDA device")  # any other GPU skip
+
+    (tmp_path / "test_sample.py").write_text(
+        "import pytest\n\n\n@pytest.mark.gpus(1)\ndef test_on_a_gpu():\n    pass\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+         "fieldguide.pytest_plugin", "--require-gpus", "test_sample.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert result.returncode == 1, result.stdout + result.stderr  # this machine has no GPU
+    assert "GPU tests skipped under --require-gpus" in result.stdout
