@@ -4,8 +4,9 @@
     python3 -m fieldguide.report --gpu SLUG # one GPU
 
 Lists the runs (date, commit, complete or partial, machine lease), then the benchmarks whose runs
-disagree by more than 20 % (slowest median over fastest), the ones whose rounds spread wider than
-their median within a run, and the ones measured too few times. Needs no GPU and no torch.
+disagree by more than 20 % (slowest median over fastest) and which lease was slowest, the ones
+whose rounds spread wider than their median within a run, and the ones measured in too few runs
+or on too few leases. Needs no GPU and no torch.
 Exits 0; it reports, it does not judge (the claims tests judge).
 """
 
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from fieldguide.timings import DISAGREEMENT, TIMINGS_DIR, TimingError, Timings, all_timings, format_seconds
 
 RUNS_WANTED = 3
+LEASES_WANTED = 2  # runs on one machine share its host's quirks
 
 
 def report(timings: Timings) -> list[str]:
@@ -45,12 +48,20 @@ def report(timings: Timings) -> list[str]:
     for factor, bench, medians in sorted(disagree, key=lambda t: -t[0]):
         shown = ", ".join(format_seconds(m) for m in medians)
         lines.append(f"    {factor:5.2f}x  {bench.name}: {shown}")
+    if disagree:  # one lease slowest nearly everywhere: that machine, not the method
+        slowest = Counter((max(b.records, key=lambda r: r.stats["median"]).run.lease
+                           or "not recorded")[:12] for _, b, _ in disagree)
+        lines.append("  the slowest run of those, by lease: "
+                     + ", ".join(f"{lease} {n}" for lease, n in slowest.most_common()))
     lines.append(f"  rounds spread wider than their median (IQR > median) in some run: {len(unsteady)}")
     for bench in unsteady:
         worst = max(bench.records, key=lambda r: r.stats["iqr"] / r.stats["median"])
         lines.append(f"    {bench.name}: median {format_seconds(worst.stats['median'])}, "
                      f"IQR {format_seconds(worst.stats['iqr'])} ({worst.run.id})")
     lines.append(f"  measured in fewer than {RUNS_WANTED} runs: {len(few)} of {len(timings.benchmarks)}")
+    one_lease = [b for b in timings.benchmarks if len({r.run.lease for r in b.records}) < LEASES_WANTED]
+    lines.append(f"  measured on fewer than {LEASES_WANTED} leases: {len(one_lease)} of "
+                 f"{len(timings.benchmarks)}")
     superseded = sum(len(b.superseded) for b in timings.benchmarks)
     if superseded:
         lines.append(f"  records of older code kept as history: {superseded}")

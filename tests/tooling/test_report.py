@@ -22,6 +22,8 @@ def test_report_lists_disagreeing_and_unsteady_benchmarks(tmp_path, capsys):
     assert "t.steady" not in text.split("runs disagree")[1].split("rounds spread")[0]
     assert "IQR > median) in some run: 1" in text and "t.two_cases" in text
     assert "measured in fewer than 3 runs: 3 of 3" in text
+    assert "the slowest run of those, by lease: boot-2 1" in text  # jumpy was slow on boot-2
+    assert "measured on fewer than 2 leases: 0 of 3" in text
     assert report.main(["--dir", str(tmp_path)]) == 0
     assert report.main(["--dir", str(tmp_path), "--gpu", "nope"]) == 2
     assert "no timings folder" in capsys.readouterr().err
