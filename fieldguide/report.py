@@ -37,9 +37,9 @@ def report(timings: Timings) -> list[str]:
                      + (", a process per module" if fp.get("process_per_module") else ""))
     disagree, unsteady, few = [], [], []
     for bench in timings.benchmarks:
-        medians = bench.per_run("median")
-        if len(medians) > 1 and max(medians) > DISAGREEMENT * min(medians):
-            disagree.append((max(medians) / min(medians), bench, medians))
+        spread = bench.spread("median")
+        if spread:
+            disagree.append((spread[1] / spread[0], bench, bench.per_run("median")))
         if bench.unsteady():
             unsteady.append(bench)
         if len(bench.records) < RUNS_WANTED:

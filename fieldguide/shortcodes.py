@@ -35,13 +35,13 @@ from pathlib import Path
 
 from fieldguide import labels
 from fieldguide.timings import (
-    DISAGREEMENT,
     Benchmark,
     CodeKeys,
     Run,
     TimingError,
     Timings,
     column_label,
+    disagreeing_range,
     format_value,
     link_summary,
 )
@@ -319,8 +319,9 @@ def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     # The ratio within each run that measured both: where runs disagree, their range too.
     ratios = [per_run[0][run] / per_run[1][run] for run in per_run[0].keys() & per_run[1].keys()
               if isinstance(per_run[0][run], (int, float)) and per_run[1][run]]
-    if len(ratios) >= 2 and min(ratios) > 0 and max(ratios) > DISAGREEMENT * min(ratios):
-        text += f" ({format(min(ratios), spec)}–{format(max(ratios), spec)} over {len(ratios)} runs)"
+    spread = disagreeing_range(ratios)
+    if spread:
+        text += f" ({format(spread[0], spec)}–{format(spread[1], spec)} over {len(ratios)} runs)"
     return text
 
 

@@ -156,6 +156,16 @@ class Record:
         return self.extra[key]
 
 
+def disagreeing_range(values: list[Any]) -> tuple[float, float] | None:
+    """(lowest, highest) of the numbers among `values` (one per run) when the highest exceeds
+    the lowest by more than DISAGREEMENT; None when they agree or are too few to compare."""
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) < 2 or min(numbers) <= 0:
+        return None
+    low, high = min(numbers), max(numbers)
+    return (low, high) if high > DISAGREEMENT * low else None
+
+
 @dataclass
 class Benchmark:
     """Every run's record of one benchmark's current code, and what a page shows of them."""
@@ -200,11 +210,7 @@ class Benchmark:
 
     def spread(self, field: str = "median") -> tuple[float, float] | None:
         """(lowest, highest) over runs when they disagree by more than DISAGREEMENT, else None."""
-        values = [v for v in self.per_run(field) if isinstance(v, (int, float))]
-        if len(values) < 2 or min(values) <= 0:
-            return None
-        low, high = min(values), max(values)
-        return (low, high) if high > DISAGREEMENT * low else None
+        return disagreeing_range(self.per_run(field))
 
     def unsteady(self) -> bool:
         """Within a run: the rounds' spread exceeds their median, so one number hides two cases."""
