@@ -68,12 +68,12 @@ test: $(VENV)/.test browser slurm ## Set up and run everything CI runs: lint, te
 # Tests marked `timed` assert a speed-up or a time bound measured live, and tests marked
 # `whole_gpu` read or fill the whole GPU's memory: both run alone, after the rest. The rest run
 # first, in parallel where pytest-xdist is installed (GPU_WORKERS processes; a module-scoped
-# fixture then runs once in each worker that gets a test of its module).
-# One worker per 12 GiB of GPU memory, at most 12 (of the machines' 16 cores): 12 workers on an
-# H100's 80 GB ran out of GPU memory in 26 fresh-interpreter tests, 6 on an H200's 141 GB passed
-# them all (2026-11-23).
+# fixture then runs once in each worker that gets a test of its module). The long tests start
+# first (fieldguide/pytest_plugin.py) and an idle worker takes tests queued for a busy one
+# (--dist worksteal), so the run does not end waiting on one worker.
+# One worker per 9 GiB of GPU memory, at most 12 (of the machines' 16 cores): 8 on an H100.
 GPU_WORKERS ?= $(shell $(GPU_PYTHON) -c 'import xdist, torch; \
-  print(min(12, torch.cuda.get_device_properties(0).total_memory // (12 * 2**30)))' 2>/dev/null)
+  print(min(12, torch.cuda.get_device_properties(0).total_memory // (9 * 2**30)))' 2>/dev/null)
 # GPU_OUTCOMES=path: each test's outcome and seconds, a line as it ends (a run cut off by a time
 # limit still says what ran and what failed).
 GPU_OUTCOMES ?=
@@ -85,7 +85,7 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU
 	@# -m "not browser": CI=true on a GPU runner too, and the browser check is CPU CI's job.
 	@# The second half runs whatever the first gives, so one run shows every failure.
 	@status=0; \
-	$(GPU_PYTEST) -m "not timed and not whole_gpu and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS)) $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	$(GPU_PYTEST) -m "not timed and not whole_gpu and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS) --dist worksteal) $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	$(GPU_PYTEST) -m "(timed or whole_gpu) and not browser" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	exit $$status
 

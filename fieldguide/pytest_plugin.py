@@ -88,6 +88,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if need > have:
             reason = f"{GPU_SKIP_PREFIX}{need} CUDA device(s); this machine has {have}"
             item.add_marker(pytest.mark.skip(reason=reason))
+    # Tests that start a new Python are the long ones (5-50 s against well under 1 s): first, so
+    # that a parallel run does not end waiting on one started last. The sort is stable, so the
+    # rest keep pytest's order, which runs each module-scoped fixture once.
+    items.sort(key=lambda item: item.get_closest_marker("fresh_interpreter") is None)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -110,8 +114,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _log_outcome(report: pytest.TestReport) -> None:
-    if _outcomes_log is None or (report.when != "call" and report.passed):
-        return
+    if _outcomes_log is None or (report.when != "call" and report.passed and report.duration < 1):
+        return  # a passed setup or teardown is logged only when slow (module fixtures do work)
     line = {"test": report.nodeid, "when": report.when, "outcome": report.outcome,
             "seconds": round(report.duration, 3)}
     if report.failed:

@@ -100,6 +100,7 @@ def test_without_the_switch_autograd_warns_about_the_gradient_stream():
     assert "AccumulateGrad node's stream does not match" in result.stderr, result.stderr
 
 
+@pytest.mark.fresh_interpreter
 @pytest.mark.parametrize(("setting", "hinted"), [(None, True), ("tf32", False)])
 def test_inductor_tf32_hint_reads_the_current_setting(setting, hinted):
     from tests.helpers import run_python

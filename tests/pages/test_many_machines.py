@@ -78,6 +78,7 @@ def test_the_page_states_its_blocks():
 
 # --- Two "nodes" on one machine ------------------------------------------------------------------
 
+@pytest.mark.fresh_interpreter
 def test_two_nodes_meet_over_loopback(workdir):
     command = page_block("on every machine")
     two_gpus = torch.cuda.device_count() >= 2
@@ -89,6 +90,11 @@ def test_two_nodes_meet_over_loopback(workdir):
         # one GPU per "node" where there are two; else none (two processes on one GPU would
         # both pick it, and NCCL refuses that), and the script falls back to gloo on the CPU
         node_env = {**env, "CUDA_VISIBLE_DEVICES": str(node) if two_gpus else ""}
+        if not two_gpus:
+            # One thread per CPU "node", as torchrun sets for several workers on a machine: left
+            # at one per core, both nodes' threads spin against each other and the other test
+            # workers (85 s on a 16-core GPU machine with 6 workers busy, 8 s alone on 2 cores).
+            node_env["OMP_NUM_THREADS"] = "1"
         nodes.append(subprocess.Popen(["bash", "-c", command], cwd=workdir, env=node_env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True))

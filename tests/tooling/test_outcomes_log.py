@@ -10,6 +10,17 @@ from fieldguide import ROOT
 TESTS = '''
 import time
 
+import pytest
+
+
+@pytest.fixture
+def slow_to_set_up():
+    time.sleep(1.0)
+
+
+def test_set_up_slowly(slow_to_set_up):
+    pass
+
 
 def test_quick():
     pass
@@ -34,9 +45,12 @@ def test_each_test_is_logged_as_it_ends(tmp_path):
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 1, result.stdout + result.stderr  # test_wrong fails
-    lines = {entry["test"].split("::")[-1]: entry
-             for entry in map(json.loads, log.read_text().splitlines())}
-    assert set(lines) == {"test_quick", "test_slow", "test_wrong"}
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    lines = {entry["test"].split("::")[-1]: entry for entry in entries if entry["when"] == "call"}
+    assert set(lines) == {"test_set_up_slowly", "test_quick", "test_slow", "test_wrong"}
+    # a passed setup or teardown is logged only when it took a second or more
+    assert [(e["test"].split("::")[-1], e["when"]) for e in entries if e["when"] != "call"] == [
+        ("test_set_up_slowly", "setup")]
     assert lines["test_slow"]["seconds"] >= 0.2
     assert lines["test_wrong"]["outcome"] == "failed"
     assert "arithmetic" in lines["test_wrong"]["failure"]

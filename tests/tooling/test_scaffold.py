@@ -103,7 +103,7 @@ def test_the_new_files_pass_lint_and_the_page_and_site_tests(repo):
     passed = re.findall(r"^PASSED \S+::(\w+)", tests.stdout, re.M)
     for check in ("test_scaled_sum_is_exact_for_small_integers", "test_conventions",
                   "test_runs_as_module", "test_every_section_is_on_a_page", "test_sections_fit_the_page",
-                  "test_copied_code_runs", "test_notebook_runs", "test_notebooks_match_their_pages",
+                  "test_notebook_runs", "test_notebooks_match_their_pages",
                   "test_links_resolve_to_tracked_files",
                   "test_every_chapter_page_opens_with_what_you_will_learn",
                   "test_every_chapter_page_has_a_summary", "test_the_cheat_sheet_links_every_chapter_page",
