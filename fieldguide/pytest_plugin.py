@@ -117,7 +117,7 @@ def _log_outcome(report: pytest.TestReport) -> None:
     if _outcomes_log is None or (report.when != "call" and report.passed and report.duration < 1):
         return  # a passed setup or teardown is logged only when slow (module fixtures do work)
     line = {"test": report.nodeid, "when": report.when, "outcome": report.outcome,
-            "seconds": round(report.duration, 3)}
+            "seconds": round(report.duration, 3), "ended": round(report.stop, 1)}
     if report.failed:
         line["failure"] = report.longreprtext[-2000:]
     with _outcomes_log.open("a", encoding="utf-8") as log:  # line by line: a kill loses none

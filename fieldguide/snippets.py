@@ -84,6 +84,43 @@ def sections(path: Path) -> dict[str, str]:
     return {name: textwrap.dedent("\n".join(lines)).strip("\n") for name, lines in found.items()}
 
 
+def code_outside_sections(path: Path) -> list[str]:
+    """Statements of the module that no section shows, as "line N: code", leaving out what a
+    notebook of its sections does not need: the docstring, GPUS_NEEDED and the
+    `if __name__ == "__main__":` line itself (not its body). Nested sections count as outside,
+    since a page showing both would run their code twice."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    shown, open_sections, nested = [False] * len(lines), 0, []
+    for index, line in enumerate(lines):
+        match = _MARKER.match(line)
+        if match:
+            if match[1] == "start" and open_sections:
+                nested.append(f"line {index + 1}: section {match[2]!r} starts inside another")
+            open_sections += 1 if match[1] == "start" else -1
+        shown[index] = open_sections > 0 or bool(match)
+
+    def outside(statements: list[ast.stmt]) -> list[str]:
+        found = []
+        for node in statements:
+            span = range(node.lineno - 1, node.end_lineno)
+            if all(shown[i] for i in span):
+                continue
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # a docstring
+            if isinstance(node, ast.Assign) and ast.unparse(node) == f"GPUS_NEEDED = {gpus_needed(path)}":
+                continue
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'" \
+                    and not node.orelse:
+                found += outside(node.body)
+                continue
+            found.append(f"line {node.lineno}: {lines[node.lineno - 1].strip()}")
+        return found
+
+    return nested + outside(ast.parse(text).body)
+
+
 def _rel(path: Path) -> str:
     try:
         return str(Path(path).resolve().relative_to(ROOT))

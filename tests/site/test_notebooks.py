@@ -127,7 +127,10 @@ def _run(notebook_file, kernels, cwd):
         env["PYTHONPATH"] = os.pathsep.join(kept)
     client = NotebookClient(notebook, km=manager, timeout=CELL_TIMEOUT,
                             resources={"metadata": {"path": str(cwd)}})
-    client.execute(env=env)
+    # cleanup_kc: shut the kernel down when done. Given a manager, nbclient leaves its kernel
+    # running until the interpreter exits, so a parallel GPU run piled up kernels holding GPU
+    # memory (80.8 of 81.6 GB in use by the end, then an out-of-memory error; 2026-11-23).
+    client.execute(env=env, cleanup_kc=True)
     return notebook
 
 
