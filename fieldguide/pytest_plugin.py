@@ -88,10 +88,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if need > have:
             reason = f"{GPU_SKIP_PREFIX}{need} CUDA device(s); this machine has {have}"
             item.add_marker(pytest.mark.skip(reason=reason))
-    # Tests that start a new Python are the long ones (5-50 s against well under 1 s): first, so
-    # that a parallel run does not end waiting on one started last. The sort is stable, so the
-    # rest keep pytest's order, which runs each module-scoped fixture once.
-    items.sort(key=lambda item: item.get_closest_marker("fresh_interpreter") is None)
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = long_tests_first(items, workers)
+
+
+def long_tests_first(items: list, workers: int) -> list:
+    """Tests that start a new Python (5-50 s each, against well under 1 s for most others)
+    first, and under pytest-xdist spread over the workers' queues: `--dist worksteal` hands
+    worker k the k-th of `workers` equal runs of the list, so each run starts with its share
+    of the long tests (round robin), and a parallel run does not end waiting on long tests
+    queued behind each other. The rest keep pytest's order, which runs each module-scoped
+    fixture once per worker."""
+    long = [i for i in items if i.get_closest_marker("fresh_interpreter") is not None]
+    rest = [i for i in items if i.get_closest_marker("fresh_interpreter") is None]
+    ordered, left = [], len(items)
+    for k in range(workers):
+        size = left // (workers - k)  # as worksteal splits the queue among idle workers
+        mine = long[k::workers]
+        take = max(0, size - len(mine))
+        ordered += mine + rest[:take]
+        rest = rest[take:]
+        left -= size
+    return ordered + rest
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

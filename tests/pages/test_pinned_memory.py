@@ -102,9 +102,15 @@ def test_overlap_hides_the_shorter_part_behind_the_longer(snippet):
 
     copy = median_seconds(lambda: host.to("cuda"))
     cpu = median_seconds(snippet.cpu_work)
-    blocking = statistics.median(snippet.copy_while_cpu_works(host, False)[0] for _ in range(5))
-    overlapped = statistics.median(snippet.copy_while_cpu_works(host, True)[0] for _ in range(5))
-    assert blocking - overlapped > 0.5 * min(copy, cpu), (copy, cpu, blocking, overlapped)
+    # In pairs, so that a slow spell of the machine falls on both ways alike (one run that
+    # timed all the blocking steps, then all the overlapped ones, read overlapped 2.3 ms
+    # slower on an H100 in the suite's serial half, 2026-11-24)
+    for non_blocking in (False, True):  # warm up: the GPU-side block comes from the cache
+        snippet.copy_while_cpu_works(host, non_blocking)
+    pairs = [(snippet.copy_while_cpu_works(host, False)[0], snippet.copy_while_cpu_works(host, True)[0])
+             for _ in range(9)]
+    saving = statistics.median(blocking - overlapped for blocking, overlapped in pairs)
+    assert saving > 0.5 * min(copy, cpu), (copy, cpu, pairs)
     _, on_gpu = snippet.copy_while_cpu_works(host, True)
     assert on_gpu.eq(1).all()
 

@@ -75,3 +75,22 @@ def test_require_gpus_fails_a_gpu_skip_but_lists_tests_for_a_bigger_machine(tmp_
     )
     assert result.returncode == 1, result.stdout + result.stderr  # this machine has no GPU
     assert "GPU tests skipped under --require-gpus" in result.stdout
+
+
+def test_long_tests_start_first_in_every_workers_share():
+    from types import SimpleNamespace
+
+    from fieldguide.pytest_plugin import long_tests_first
+
+    def item(name, long=False):
+        marker = "fresh_interpreter" if long else None
+        return SimpleNamespace(name=name, get_closest_marker=lambda m: marker if m == marker else None)
+
+    items = [item(f"t{i}") for i in range(8)] + [item(f"L{i}", long=True) for i in range(4)]
+    names = [i.name for i in long_tests_first(items, 1)]
+    assert names == ["L0", "L1", "L2", "L3"] + [f"t{i}" for i in range(8)]
+    names = [i.name for i in long_tests_first(items, 2)]  # worksteal: two runs of 6
+    assert names == ["L0", "L2", "t0", "t1", "t2", "t3", "L1", "L3", "t4", "t5", "t6", "t7"]
+    assert sorted(names) == sorted(i.name for i in items)
+    for workers in (3, 5, 12):  # uneven shares, more long tests than a share: none lost
+        assert sorted(i.name for i in long_tests_first(items, workers)) == sorted(names)
