@@ -72,7 +72,7 @@ test: $(VENV)/.test browser slurm ## Set up and run everything CI runs: lint, te
 # first (fieldguide/pytest_plugin.py) and an idle worker takes tests queued for a busy one
 # (--dist worksteal), so the run does not end waiting on one worker.
 # One worker per 9 GiB of GPU memory, at most 12 (of the machines' 16 cores): 8 on an H100,
-# where the parallel half peaked at 21 GB in use (2026-11-24).
+# where the parallel half kept under 32 GB in use (four runs, 2026-11-24).
 GPU_WORKERS ?= $(shell $(GPU_PYTHON) -c 'import xdist, torch; \
   print(min(12, torch.cuda.get_device_properties(0).total_memory // (9 * 2**30)))' 2>/dev/null)
 # GPU_OUTCOMES=path: each test's outcome and seconds, a line as it ends (a run cut off by a time
