@@ -10,6 +10,8 @@
 - `@pytest.mark.gpus(n)` marks a claim that only holds on a GPU (a speedup, a race).
 - `--require-gpus` turns every skip for lack of GPUs into a failure (that is `make test-gpu`),
   except a test that needs more GPUs than a GPU machine has: it is listed, to run on a bigger one.
+- Tests marked `fresh_interpreter` (the long ones) run first; under pytest-xdist each worker's
+  share of the queue starts with its share of them (`long_tests_first`).
 """
 
 from __future__ import annotations
