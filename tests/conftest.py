@@ -15,9 +15,10 @@ from fieldguide import ROOT
 
 @pytest.fixture(autouse=True)
 def _give_back_cached_gpu_memory():
-    """In a parallel GPU run, a worker's cache would keep what its last test freed, and a
-    neighbour's fresh interpreter then runs out of GPU memory (6 workers on an H100, three
-    notebooks, 2026-11-23). After each test, the worker hands its free cached blocks back."""
+    """In a parallel GPU run, a worker's cache would keep what its last test freed, out of
+    reach of a neighbour's fresh interpreter. After each test, the worker hands its free cached
+    blocks back. (The out-of-memory errors of 2026-11-23 came mostly from notebook kernels left
+    running, fixed in tests/site/test_notebooks.py; this keeps the workers' share small too.)"""
     yield
     torch = sys.modules.get("torch")
     if os.environ.get("PYTEST_XDIST_WORKER") and torch is not None and torch.cuda.is_initialized():

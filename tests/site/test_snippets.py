@@ -6,6 +6,7 @@ import pytest
 
 from fieldguide import ROOT
 from fieldguide.pages import gpus_needed_by
+from fieldguide.pages import includes as page_includes
 from fieldguide.snippets import code_outside_sections, gpus_needed, module_name, sections, snippet_files
 from tests.helpers import includes, pages, rel, run_python
 
@@ -28,7 +29,7 @@ def run_by_its_notebook(path) -> str | None:
     in_order = list(sections(path))
     for page in pages():
         markdown = page.read_text(encoding="utf-8")
-        shown = [section for p, section in includes(page) if p == rel(path)]
+        shown = [section for p, section in page_includes(markdown) if p == rel(path)]
         if shown in (in_order, [None]) and gpus_needed_by(ROOT, markdown) == gpus_needed(path):
             return rel(page)
     return None
