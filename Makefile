@@ -75,6 +75,13 @@ test: $(VENV)/.test browser slurm ## Set up and run everything CI runs: lint, te
 # where the parallel half kept under 32 GB in use (four runs, 2026-11-24).
 GPU_WORKERS ?= $(shell $(GPU_PYTHON) -c 'import xdist, torch; \
   print(min(12, torch.cuda.get_device_properties(0).total_memory // (9 * 2**30)))' 2>/dev/null)
+# Each worker, and every kernel, child or compile it starts, gets cores / workers library threads
+# and compiles in its own process (the advice of the processes-threads-GIL page): with 16
+# OpenMP threads and a 16-process Inductor compile pool per worker, 8 workers made the same long
+# tests take 1.5 times as long, all 8 at once, as 6 at a time had (2026-11-24).
+GPU_THREADS ?= $(if $(GPU_WORKERS),$(shell $(GPU_PYTHON) -c \
+  'import os; print(max(1, len(os.sched_getaffinity(0)) // $(GPU_WORKERS)))'))
+PARALLEL_ENV := $(if $(GPU_THREADS),OMP_NUM_THREADS=$(GPU_THREADS) TORCHINDUCTOR_COMPILE_THREADS=1)
 # GPU_OUTCOMES=path: each test's outcome and seconds, a line as it ends (a run cut off by a time
 # limit still says what ran and what failed).
 GPU_OUTCOMES ?=
@@ -86,7 +93,7 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU
 	@# -m "not browser": CI=true on a GPU runner too, and the browser check is CPU CI's job.
 	@# The second half runs whatever the first gives, so one run shows every failure.
 	@status=0; \
-	$(GPU_PYTEST) -m "not timed and not whole_gpu and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS) --dist worksteal) $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	$(PARALLEL_ENV) $(GPU_PYTEST) -m "not timed and not whole_gpu and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS) --dist worksteal) $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	$(GPU_PYTEST) -m "(timed or whole_gpu) and not browser" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	exit $$status
 

@@ -71,6 +71,7 @@ def run(bench_dir, out_dir, only=None):
     return timing_run.run(only, out_dir, bench_dir=bench_dir)
 
 
+@pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
 def test_full_run_writes_one_pytest_benchmark_file(bench_env):
     bench_dir, out_dir = bench_env(good=GOOD)
     path = run(bench_dir, out_dir)
@@ -94,6 +95,7 @@ def test_unknown_benchmark_is_named_with_a_suggestion(bench_env):
     assert not out_dir.exists()
 
 
+@pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
 def test_failing_benchmark_is_named_and_nothing_is_written(bench_env):
     bench_dir, out_dir = bench_env(good=GOOD)
     committed = run(bench_dir, out_dir).read_bytes()
@@ -107,6 +109,7 @@ def test_failing_benchmark_is_named_and_nothing_is_written(bench_env):
     assert only.read_bytes() == committed
 
 
+@pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
 def test_out_of_memory_is_reported_as_such(bench_env):
     bench_dir, out_dir = bench_env(good=GOOD, oom=OOM)
     with pytest.raises(timing_run.TimingRunError, match=r"oom\.too_big ran out of GPU memory"):
@@ -114,6 +117,7 @@ def test_out_of_memory_is_reported_as_such(bench_env):
     assert not out_dir.exists()
 
 
+@pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
 def test_every_run_is_kept_and_a_value_is_the_median_over_runs(bench_env, monkeypatch):
     bench_dir, out_dir = bench_env(good=GOOD, other=GOOD.replace("bench_fast", "bench_slow"))
     first = run(bench_dir, out_dir)
@@ -130,6 +134,7 @@ def test_every_run_is_kept_and_a_value_is_the_median_over_runs(bench_env, monkey
     assert fast.value("median") == pytest.approx(sum(per_run) / 2)  # median of two
 
 
+@pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
 def test_a_changed_benchmark_supersedes_its_old_records(bench_env):
     bench_dir, out_dir = bench_env(good=GOOD)
     run(bench_dir, out_dir)
@@ -168,6 +173,7 @@ def test_benchmark_names():
             == "pinned_memory.copy[h2d-pinned-1KiB]")
 
 
+@pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
 def test_only_accepts_a_wildcard_and_records_keep_source_order(bench_env):
     bench_dir, out_dir = bench_env(good=GOOD + GOOD.replace("bench_fast", "bench_a_second"))
     path = run(bench_dir, out_dir, only=["good.*"])
@@ -192,6 +198,7 @@ def bench_around(benchmark):
 """
 
 
+@pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
 def test_each_module_runs_in_a_process_of_its_own(bench_env):
     bench_dir, out_dir = bench_env(leaves=LEAVES, looks=LOOKS)
     data = json.loads(run(bench_dir, out_dir).read_text())
