@@ -73,14 +73,20 @@ test: $(VENV)/.test browser slurm ## Set up and run everything CI runs: lint, te
 # (--dist worksteal), so the run does not end waiting on one worker.
 # One worker per 9 GiB of GPU memory, at most 12 (of the machines' 16 cores): 8 on an H100,
 # where the parallel half kept under 32 GB in use (four runs, 2026-11-24).
-GPU_WORKERS ?= $(shell $(GPU_PYTHON) -c 'import xdist, torch; \
-  print(min(12, torch.cuda.get_device_properties(0).total_memory // (9 * 2**30)))' 2>/dev/null)
+# Each is computed once, where first used: a plain `?=` re-ran python3 (and CUDA's start-up)
+# at every mention, six times per test-gpu.
+ifeq ($(origin GPU_WORKERS),undefined)
+GPU_WORKERS = $(eval GPU_WORKERS := $(shell $(GPU_PYTHON) -c 'import xdist, torch; \
+  print(min(12, torch.cuda.get_device_properties(0).total_memory // (9 * 2**30)))' 2>/dev/null))$(GPU_WORKERS)
+endif
 # Each worker, and every kernel, child or compile it starts, gets cores / workers library threads
 # and compiles in its own process (the advice of the processes-threads-GIL page): with 16
 # OpenMP threads and a 16-process Inductor compile pool per worker, 8 workers made the same long
 # tests take 1.5 times as long, all 8 at once, as 6 at a time had (2026-11-24).
-GPU_THREADS ?= $(if $(GPU_WORKERS),$(shell $(GPU_PYTHON) -c \
-  'import os; print(max(1, len(os.sched_getaffinity(0)) // $(GPU_WORKERS)))'))
+ifeq ($(origin GPU_THREADS),undefined)
+GPU_THREADS = $(eval GPU_THREADS := $(if $(GPU_WORKERS),$(shell $(GPU_PYTHON) -c \
+  'import os; print(max(1, len(os.sched_getaffinity(0)) // $(GPU_WORKERS)))')))$(GPU_THREADS)
+endif
 PARALLEL_ENV := $(if $(GPU_THREADS),OMP_NUM_THREADS=$(GPU_THREADS) TORCHINDUCTOR_COMPILE_THREADS=1)
 # GPU_OUTCOMES=path: each test's outcome and seconds, a line as it ends (a run cut off by a time
 # limit still says what ran and what failed).
