@@ -97,10 +97,13 @@ NO_TESTS_OK := || [ $$? -eq 5 ]   # pytest's "no tests collected" when PYTEST_AR
 
 test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU test it could run is skipped
 	@# -m "not browser": CI=true on a GPU runner too, and the browser check is CPU CI's job.
-	@# The second half runs whatever the first gives, so one run shows every failure.
-	@status=0; \
-	$(PARALLEL_ENV) $(GPU_PYTEST) -m "not timed and not whole_gpu and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS) --dist worksteal) $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
-	$(GPU_PYTEST) -m "(timed or whole_gpu) and not browser" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	@# The second half runs whatever the first gives, so one run shows every failure. It starts
+	@# with the first and collects meanwhile (--after): its tests wait for the first half's end.
+	@status=0; ended=$$(mktemp -u); \
+	( $(PARALLEL_ENV) $(GPU_PYTEST) -m "not timed and not whole_gpu and not browser" $(if $(GPU_WORKERS),-n $(GPU_WORKERS) --dist worksteal) $(PYTEST_ARGS) $(NO_TESTS_OK); \
+	  parallel=$$?; touch $$ended; exit $$parallel ) & first=$$!; \
+	$(GPU_PYTEST) -m "(timed or whole_gpu) and not browser" --after $$ended $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	wait $$first || status=1; rm -f $$ended; \
 	exit $$status
 
 timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<gpu>/ (every run is kept)

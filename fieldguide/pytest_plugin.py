@@ -11,7 +11,9 @@
 - `--require-gpus` turns every skip for lack of GPUs into a failure (that is `make test-gpu`),
   except a test that needs more GPUs than a GPU machine has: it is listed, to run on a bigger one.
 - Tests marked `fresh_interpreter` (the long ones) run first; under pytest-xdist each worker's
-  share of the queue starts with its share of them (`long_tests_first`).
+  share of the queue starts with its share of them, then the tests that share a module
+  fixture, then the rest (`long_tests_first`).
+- `--after FILE`: collect, then wait for FILE before running (test-gpu's serial half).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import functools
 import importlib
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +79,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "tests that need more GPUs than this GPU machine has are listed instead",
     )
     parser.addoption(
+        "--after",
+        metavar="FILE",
+        help="collect now, run the tests once FILE exists (make test-gpu: the serial half "
+             "collects while the parallel half runs, and starts as soon as it ends)",
+    )
+    parser.addoption(
         "--outcomes-log",
         metavar="PATH",
         help="append one JSON line per test as it ends (outcome, seconds, failure text): "
@@ -100,8 +109,11 @@ def long_tests_first(items: list, workers: int) -> list:
     first, and under pytest-xdist spread over the workers' queues: `--dist worksteal` hands
     worker k the k-th of `workers` equal runs of the list, so each run starts with its share
     of the long tests (round robin), and a parallel run does not end waiting on long tests
-    queued behind each other. The rest keep pytest's order, which runs each module-scoped
-    fixture once per worker."""
+    queued behind each other. In each run the tests that share a module's (or a session's)
+    fixture come next and those that share nothing last, each in pytest's order: an idle worker
+    steals from the end of a busy one's queue, and stolen tests that shared a module fixture
+    set it up once more (a torchrun or a training run, 10-20 s; five times over at the end of
+    a run on 2026-11-25)."""
     long = [i for i in items if i.get_closest_marker("fresh_interpreter") is not None]
     rest = [i for i in items if i.get_closest_marker("fresh_interpreter") is None]
     ordered, left = [], len(items)
@@ -109,10 +121,37 @@ def long_tests_first(items: list, workers: int) -> list:
         size = left // (workers - k)  # as worksteal splits the queue among idle workers
         mine = long[k::workers]
         take = max(0, size - len(mine))
-        ordered += mine + rest[:take]
+        share = rest[:take]
+        ordered += mine + [i for i in share if _shares_a_fixture(i)]
+        ordered += [i for i in share if not _shares_a_fixture(i)]
         rest = rest[take:]
         left -= size
     return ordered + rest
+
+
+def _shares_a_fixture(item) -> bool:
+    """Whether the test uses one of the suite's own fixtures that is set up once for several
+    tests (wider than function scope); pytest's and plugins' own (tmp_path_factory) have no
+    baseid."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(
+        defs and defs[-1].scope != "function" and defs[-1].baseid
+        for defs in info.name2fixturedefs.values())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    after = session.config.getoption("--after", None)
+    if not after or session.config.option.collectonly or not session.items:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    started = time.monotonic()
+    if reporter:
+        reporter.write_line(f"collected; the tests start once {after} exists")
+    while not Path(after).exists():
+        time.sleep(0.2)
+    if reporter:
+        reporter.write_line(f"{after} exists: starting after {time.monotonic() - started:.1f} s")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -1,9 +1,12 @@
-"""`--outcomes-log`: one JSON line per test as it ends, so a GPU run cut off by its time limit
-still says what ran, how long each test took and why the failures failed."""
+"""How `make test-gpu` runs: `--outcomes-log` (one JSON line per test as it ends, so a GPU run
+cut off by its time limit still says what ran, how long each test took and why the failures
+failed), `--require-gpus`, the order of the parallel queue, and `--after`."""
 
 import json
 import subprocess
 import sys
+
+import pytest
 
 from fieldguide import ROOT
 
@@ -94,3 +97,42 @@ def test_long_tests_start_first_in_every_workers_share():
     assert sorted(names) == sorted(i.name for i in items)
     for workers in (3, 5, 12):  # uneven shares, more long tests than a share: none lost
         assert sorted(i.name for i in long_tests_first(items, workers)) == sorted(names)
+
+
+def test_tests_sharing_a_module_fixture_come_before_those_sharing_nothing(tmp_path):
+    """Steals take the end of a worker's queue: there, tests that share no fixture."""
+    (tmp_path / "test_sample.py").write_text(
+        "import pytest\n\n\n@pytest.fixture(scope='module')\ndef trained():\n    return 1\n\n\n"
+        "def test_a():\n    pass\n\n\ndef test_b(trained):\n    pass\n\n\n"
+        "def test_c(tmp_path):\n    pass\n\n\ndef test_d(trained):\n    pass\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-p", "fieldguide.pytest_plugin", "test_sample.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    order = [line.split("::")[-1] for line in result.stdout.splitlines() if "::" in line]
+    assert order == ["test_b", "test_d", "test_a", "test_c"], result.stdout + result.stderr
+
+
+def test_after_collects_then_waits_for_its_file(tmp_path):
+    """make test-gpu's second half collects while the first runs, and runs once it has ended."""
+    (tmp_path / "test_sample.py").write_text("def test_quick():\n    pass\n")
+    ended, log = tmp_path / "first-half-ended", tmp_path / "outcomes.jsonl"
+    second = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "fieldguide.pytest_plugin",
+         f"--after={ended}", f"--outcomes-log={log}", "test_sample.py"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            second.wait(timeout=5)  # collected, and waiting for as long as the file is missing
+        assert not log.exists()
+        ended.touch()
+        output, _ = second.communicate(timeout=120)
+    finally:
+        second.kill()
+    assert second.returncode == 0, output
+    assert "the tests start once" in output and "1 passed" in output
+    assert json.loads(log.read_text())["outcome"] == "passed"
