@@ -211,21 +211,27 @@ def test_threads_do_not_speed_up_pure_python():
 
 @needs_two_cpus
 @needs_idle_cpus
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="counts the workers' CPU time in /proc")
 @pytest.mark.timed
-def test_processes_speed_up_pure_python():
-    # About 0.25 s of work in total on a CI core. With a third of that, an H200 host measured
-    # only 1.19x (2026-11-23): a worker's start-up costs count less against longer tasks.
-    # Another job holding one of CI's two cores (the load average, checked at collection,
-    # lags) once made every round slow (1.18x): assert_speedup_unless_contended tells that
-    # apart from a real miss by the CPU time other jobs used during the measurement.
-    tasks = [3_000_000] * 2
+def test_processes_run_pure_python_at_the_same_time():
+    # Two processes are two interpreters with a GIL each: both run Python at once, so the pool
+    # uses about two cores' worth of CPU time per second of wall time, where threads use one
+    # (the test above). The same check as the threads', for the same reason: a wall-clock
+    # speedup also depends on the host. Two logical CPUs of one hyper-threaded core run both
+    # processes, each more slowly: a quiet 16-CPU H100 host timed two workers at 1.1-1.2x the
+    # serial loop (2026-11-25), where other hosts gave 1.4x and more. The speed-up the page shows
+    # is checked in every recorded run below.
+    tasks = [5_000_000] * 2  # 0.2-0.4 s: enough clock ticks (10 ms) to count CPU time by
     with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:
         snippet.run_in_pool(pool, snippet.cpu_bound, [10, 10])  # start the workers
-        assert_speedup_unless_contended(
-            lambda: best_of_interleaved(
-                4, lambda: snippet.run_serial(snippet.cpu_bound, tasks),
-                lambda: snippet.run_in_pool(pool, snippet.cpu_bound, tasks)),
-            lambda times: times[0] > 1.3 * times[1])
+
+        def cores_used():
+            ticks, start = _tree_ticks(os.getpid()), time.perf_counter()
+            snippet.run_in_pool(pool, snippet.cpu_bound, tasks)
+            wall = time.perf_counter() - start
+            return (_tree_ticks(os.getpid()) - ticks) / os.sysconf("SC_CLK_TCK") / wall
+
+        assert_speedup_unless_contended(cores_used, lambda cores: cores > 1.6)
 
 
 @needs_two_cpus
