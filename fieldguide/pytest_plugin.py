@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -148,7 +149,10 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     started = time.monotonic()
     if reporter:
         reporter.write_line(f"collected; the tests start once {after} exists")
+    parent = os.getppid()
     while not Path(after).exists():
+        if os.getppid() != parent:  # the shell that would make FILE is gone
+            pytest.exit(f"--after: the process that was to create {after} ended", returncode=3)
         time.sleep(0.2)
     if reporter:
         reporter.write_line(f"{after} exists: starting after {time.monotonic() - started:.1f} s")
