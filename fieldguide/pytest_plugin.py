@@ -122,9 +122,7 @@ def long_tests_first(items: list, workers: int) -> list:
         size = left // (workers - k)  # as worksteal splits the queue among idle workers
         mine = long[k::workers]
         take = max(0, size - len(mine))
-        share = rest[:take]
-        ordered += mine + [i for i in share if _shares_a_fixture(i)]
-        ordered += [i for i in share if not _shares_a_fixture(i)]
+        ordered += mine + sorted(rest[:take], key=lambda i: not _shares_a_fixture(i))  # stable
         rest = rest[take:]
         left -= size
     return ordered + rest

@@ -219,8 +219,8 @@ def test_processes_run_pure_python_at_the_same_time():
     # (the test above). The same check as the threads', for the same reason: a wall-clock
     # speedup also depends on the host. Two logical CPUs of one hyper-threaded core run both
     # processes, each more slowly: a quiet 16-CPU H100 host timed two workers at 1.1-1.2x the
-    # serial loop (2026-11-25), where other hosts gave 1.4x and more. The speed-up the page shows
-    # is checked in every recorded run below.
+    # serial loop (2026-11-25), where the same check had passed at 1.3x on two other hosts. The
+    # speed-up the page shows is checked in every recorded run below.
     tasks = [5_000_000] * 2  # 0.2-0.4 s: enough clock ticks (10 ms) to count CPU time by
     with snippet.ProcessPoolExecutor(max_workers=2, mp_context=SPAWN) as pool:
         snippet.run_in_pool(pool, snippet.cpu_bound, [10, 10])  # start the workers
