@@ -237,13 +237,20 @@ def test_processes_run_pure_python_at_the_same_time():
 @needs_two_cpus
 @needs_idle_cpus
 @pytest.mark.timed
-def test_threads_speed_up_numpy_sort():
-    arrays = snippet.make_arrays(2, 2_000_000)
-    assert_speedup_unless_contended(
-        lambda: best_of_interleaved(
-            3, lambda: snippet.run_serial(snippet.sort_copy, arrays),
-            lambda: snippet.run_threads(snippet.sort_copy, arrays, 2)),
-        lambda times: times[1] < 0.85 * times[0])
+def test_threads_sort_numpy_arrays_at_the_same_time():
+    # np.sort lets go of the GIL, so two threads sorting use about two cores' worth of CPU time
+    # per second of wall time. Checked as CPU time per wall second for the reason given above:
+    # a wall-clock speed-up also depends on whether the host's two logical CPUs share a core.
+    # The speed-up the page shows is checked in every recorded run below.
+    arrays = snippet.make_arrays(2, 10_000_000)  # about 0.1 s of sorting: long against thread start
+    snippet.run_threads(snippet.sort_copy, arrays, 2)  # first touch of the result pages
+
+    def cores_used():
+        wall, cpu = time.perf_counter(), time.process_time()
+        snippet.run_threads(snippet.sort_copy, arrays, 2)
+        return (time.process_time() - cpu) / (time.perf_counter() - wall)
+
+    assert_speedup_unless_contended(cores_used, lambda cores: cores > 1.6)
 
 
 @needs_two_cpus
