@@ -253,11 +253,11 @@ def measured_on(page: Page) -> str:
 
 # --- Text renderers ------------------------------------------------------------------------------
 
-def _spread_note(bench: Benchmark, field_name: str) -> str:
+def _spread_note(bench: Benchmark, field_name: str, spec: str | None = None) -> str:
     spread = bench.spread(field_name)
     if not spread:
         return ""
-    low, high = (format_value(field_name, v) for v in spread)
+    low, high = (format_value(field_name, v, spec) for v in spread)
     return f"{low}–{high} over {len(bench.records)} runs"
 
 
@@ -301,7 +301,7 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
     name, field_name, *spec = code.args
     (bench,) = build.benchmarks(code, [name], page)
     text = format_value(field_name, bench.value(field_name), spec[0] if spec else None)
-    spread = _spread_note(bench, field_name) if not spec else ""
+    spread = _spread_note(bench, field_name, spec[0] if spec else None)
     return f"{text} ({spread})" if spread else text
 
 

@@ -171,12 +171,14 @@ def test_runs_that_disagree_show_their_range(project):
     write_run(project.path / "timings", fake_run(project.benches(scale=2.0), date="2026-11-22T00:00:00+00:00",
                                             boot_id="boot-2"))
     result = build(project, "# P\n\n<!-- timing-value: copy.copy[1024] median -->\n\n"
+                            "Formatted <!-- timing-value: copy.copy[1024] median .3g -->.\n\n"
                             "<!-- timing-table: copy.copy[1024] -->\n\n"
                             "<!-- timing-table: copy.copy[1048576] columns=median,bandwidth_gbs -->\n\n"
                             "Ratio <!-- timing-ratio: copy.copy[1048576] copy.slow[1048576] .2f -->.\n")
     assert result.returncode == 0, result.stderr
     html = (project.path / "site" / "index.html").read_text()
     assert "30.7 ns (20.5 ns–41 ns over 2 runs)" in html
+    assert "Formatted 3.07e-08 (2.05e-08–4.1e-08 over 2 runs)." in html  # in its format too
     assert "2 runs · 2026-11-21 to 2026-11-22" in html
     # a table without a runs column shows the range in each cell whose runs disagree
     assert "31.5 µs (21 µs–41.9 µs over 2 runs)" in html
