@@ -253,11 +253,11 @@ def measured_on(page: Page) -> str:
 
 # --- Text renderers ------------------------------------------------------------------------------
 
-def _spread_note(bench: Benchmark, field_name: str, spec: str | None = None) -> str:
+def _spread_note(bench: Benchmark, field_name: str, spec: str | None = None, unit: str = "") -> str:
     spread = bench.spread(field_name)
     if not spread:
         return ""
-    low, high = (format_value(field_name, v, spec) for v in spread)
+    low, high = (format_value(field_name, v, spec) + unit for v in spread)
     return f"{low}–{high} over {len(bench.records)} runs"
 
 
@@ -297,11 +297,14 @@ def table_markdown(build: Build, benches: list[Benchmark], columns: list[str]) -
 
 def render_value(code: Shortcode, build: Build, page: Page) -> str:
     if len(code.args) not in (2, 3):
-        raise ValueError("timing-value takes NAME FIELD [FORMAT]")
+        raise ValueError("timing-value takes NAME FIELD [FORMAT] [unit=UNIT]")
     name, field_name, *spec = code.args
     (bench,) = build.benchmarks(code, [name], page)
-    text = format_value(field_name, bench.value(field_name), spec[0] if spec else None)
-    spread = _spread_note(bench, field_name, spec[0] if spec else None)
+    # unit=GB/s: written after the value and after each end of its range, "7.7 GB/s (6.0 GB/s–...)"
+    unit = code.options.get("unit", "")
+    unit = unit if unit in ("", "×", "%") else f" {unit}"
+    text = format_value(field_name, bench.value(field_name), spec[0] if spec else None) + unit
+    spread = _spread_note(bench, field_name, spec[0] if spec else None, unit)
     return f"{text} ({spread})" if spread else text
 
 

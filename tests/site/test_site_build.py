@@ -172,6 +172,7 @@ def test_runs_that_disagree_show_their_range(project):
                                             boot_id="boot-2"))
     result = build(project, "# P\n\n<!-- timing-value: copy.copy[1024] median -->\n\n"
                             "Formatted <!-- timing-value: copy.copy[1024] median .3g -->.\n\n"
+                            "Unit <!-- timing-value: copy.copy[1048576] bandwidth_gbs .0f unit=GB/s -->.\n\n"
                             "<!-- timing-table: copy.copy[1024] -->\n\n"
                             "<!-- timing-table: copy.copy[1048576] columns=median,bandwidth_gbs -->\n\n"
                             "Ratio <!-- timing-ratio: copy.copy[1048576] copy.slow[1048576] .2f -->.\n")
@@ -179,6 +180,7 @@ def test_runs_that_disagree_show_their_range(project):
     html = (project.path / "site" / "index.html").read_text()
     assert "30.7 ns (20.5 ns–41 ns over 2 runs)" in html
     assert "Formatted 3.07e-08 (2.05e-08–4.1e-08 over 2 runs)." in html  # in its format too
+    assert "Unit 38 GB/s (25 GB/s–50 GB/s over 2 runs)." in html  # the unit after each number
     assert "2 runs · 2026-11-21 to 2026-11-22" in html
     # a table without a runs column shows the range in each cell whose runs disagree
     assert "31.5 µs (21 µs–41.9 µs over 2 runs)" in html
