@@ -93,3 +93,17 @@ def fake_bench(name: str, median: float, directory: Path, **extra):
     module, _, rest = name.partition(".")
     fullname = f"benchmarks/bench_{module}.py::bench_{rest}"
     return fake_timings([fake_benchmark(fullname, median, iqr=0.0, **extra)], directory).benchmark(name)
+
+
+def median_time_order(snippet, monkeypatch) -> list[str]:
+    """What `snippet.median_time` does, in order, over one warm-up and two timed calls: its
+    `sync`, the clock and the timed function are fakes that record themselves."""
+    order = []
+    monkeypatch.setattr(snippet, "sync", lambda: order.append("sync"))
+    monkeypatch.setattr(snippet.time, "perf_counter", lambda: order.append("clock") or 0.0)
+    snippet.median_time(lambda: order.append("call"), repeats=2, warmup=1)
+    return order
+
+
+# A round drains the GPU outside the clock and stops the clock as soon as the call returns.
+MEDIAN_TIME_ORDER = ["call"] + ["sync", "clock", "call", "clock"] * 2

@@ -11,7 +11,7 @@ import torch
 from fieldguide import roofline
 from fieldguide.timings import TimingError
 from snippets.foundations import cpu_vs_gpu as snippet
-from tests.helpers import fake_bench
+from tests.helpers import MEDIAN_TIME_ORDER, fake_bench, median_time_order
 
 pytestmark = pytest.mark.snippet("snippets/foundations/cpu_vs_gpu.py")
 
@@ -133,14 +133,31 @@ def test_gpu_streams_memory_much_faster_than_the_cpu():
     assert gpu < cpu / 3, (gpu, cpu)
 
 
+def test_median_time_never_synchronizes_inside_the_clock(monkeypatch):
+    # A synchronize after the call would charge a CPU op a GPU round trip: one H100 host timed
+    # the CPU's tiny op that way at 16.6 us, against 4-8 us without it (2026-11-25).
+    assert median_time_order(snippet, monkeypatch) == MEDIAN_TIME_ORDER
+
+
+@pytest.mark.gpus(1)
+def test_every_function_median_time_times_waits_for_its_own_work():
+    # median_time stops the clock when the call returns, so each must wait for the GPU itself.
+    # A spin kernel queued first keeps the GPU busy long after a call that only queued its work.
+    cases = {"tiny_op": (snippet.tiny_op, torch.zeros(1, device="cuda")),
+             "triad": (snippet.triad, *snippet.make_triad(2**20, "cuda")),
+             "copy": (snippet.copy, *snippet.make_copy_buffers(2**20)),
+             "matmul": (snippet.matmul, *snippet.make_operands(512, "fp16"), "fp16")}
+    for name, (fn, *args) in cases.items():
+        torch.cuda._sleep(10**8)  # tens of milliseconds of GPU clock cycles
+        fn(*args)
+        assert torch.cuda.current_stream().query(), f"{name} returned before its GPU work ended"
+
+
 @pytest.mark.gpus(1)
 @pytest.mark.timed
 def test_one_tiny_op_is_slower_on_the_gpu():
-    # Timed as the benchmark times it: the queue drained before each call, outside the clock, and
-    # only the op (which waits for its own device) inside. median_time's synchronize after the
-    # call would add a GPU round trip to the CPU op too: one H100 host timed that CPU op that way
-    # at 16.6 us against the benchmark's 4-8 us and the GPU's 24.8 us (2026-11-25).
-    # Interleaved, so both sides see the same host.
+    # Interleaved, so both sides see the same host: the queue drained before each call, outside
+    # the clock, and only the op (which waits for its own device) inside, as median_time does.
     x = {"cpu": torch.zeros(1), "gpu": torch.zeros(1, device="cuda")}
     times = {"cpu": [], "gpu": []}
     for _ in range(300):

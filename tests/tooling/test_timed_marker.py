@@ -38,6 +38,8 @@ NOT_TIMED = {
         "busy_seconds multiplies recorded medians and idle shares of the timing runs: nothing runs",
     "test_pinned_memory.py::test_a_freed_pinned_block_waits_for_the_copies_that_read_it":
         "reads only which block pinning_seconds was given, not how long it took",
+    "test_profiling.py::test_cumulative_seconds_adds_up_the_unrounded_times":
+        "cumulative_seconds adds up a made-up profile table: nothing runs",
     "test_when_to_use_a_gpu.py::test_compare_times_the_gpu_first_after_a_pause":
         "median_time and time.sleep are replaced by fakes that record the order of the calls",
     "test_when_to_use_a_gpu.py::test_crossover_needs_the_gpu_to_keep_winning":
