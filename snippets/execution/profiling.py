@@ -58,10 +58,12 @@ def cprofile_steps(x, w, steps=5):
 
 
 def cumulative_seconds(stats, name):
-    """Seconds spent inside `name` and all it called, over all its calls: a Python function by
-    its name, a built-in by the name in its description ("<method 'item' of ...>")."""
-    # The raw table, not get_stats_profile(): that rounds every time to whole milliseconds.
-    found = [cumulative for (_, _, function), (_, _, _, cumulative, _) in stats.stats.items()
+    """Seconds spent inside `name` and all it called, over all its calls:
+    a Python function by its name, a built-in by the name in its description
+    ("<method 'item' of ...>")."""
+    # The raw table: get_stats_profile() rounds every time to whole milliseconds.
+    found = [cumulative
+             for (_, _, function), (_, _, _, cumulative, _) in stats.stats.items()
              if function == name or f"'{name}'" in function]
     if not found:
         raise KeyError(f"no function named {name!r} in this profile")

@@ -29,8 +29,8 @@ def wait_for(x):
 
 
 def median_time(fn, *args, repeats=10, warmup=2):
-    """Median seconds of fn(*args). fn must wait for its own work before it returns: the clock
-    stops when it does, so a CPU function is not charged a GPU synchronize."""
+    """Median seconds of fn(*args). fn must wait for its own work before it
+    returns: the clock stops when it does, so CPU work is not charged a GPU sync."""
     for _ in range(warmup):
         fn(*args)
     times = []

@@ -22,8 +22,8 @@ def sync():
 
 
 def median_time(fn, *args, repeats=5, warmup=1):
-    """Median seconds of fn(*args). fn must wait for its own work before it returns: the clock
-    stops when it does, so a CPU function is not charged a GPU synchronize."""
+    """Median seconds of fn(*args). fn must wait for its own work before it
+    returns: the clock stops when it does, so CPU work is not charged a GPU sync."""
     for _ in range(warmup):
         fn(*args)
     times = []
