@@ -107,3 +107,21 @@ def median_time_order(snippet, monkeypatch) -> list[str]:
 
 # A round drains the GPU outside the clock and stops the clock as soon as the call returns.
 MEDIAN_TIME_ORDER = ["call"] + ["sync", "clock", "call", "clock"] * 2
+
+
+def assert_each_waits_for_its_gpu_work(cases: dict) -> None:
+    """Each `name: (fn, *args)` returns only once its GPU work is done, as median_time needs:
+    products queued ahead keep the GPU busy long after a call that only queued its own work."""
+    import torch
+
+    busy = torch.randn(8192, 8192, device="cuda")
+    for name, (fn, *args) in cases.items():
+        # Warm-up first: a kernel's first launch loads its module, which waits for the GPU and
+        # would let a call that only queues its work pass.
+        busy @ busy
+        fn(*args)
+        torch.cuda.synchronize()
+        for _ in range(4):  # about 80 ms of float32 products on an H100
+            busy @ busy
+        fn(*args)
+        assert torch.cuda.current_stream().query(), f"{name} returned before its GPU work ended"

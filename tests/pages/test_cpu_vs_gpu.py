@@ -11,7 +11,7 @@ import torch
 from fieldguide import roofline
 from fieldguide.timings import TimingError
 from snippets.foundations import cpu_vs_gpu as snippet
-from tests.helpers import MEDIAN_TIME_ORDER, fake_bench, median_time_order
+from tests.helpers import MEDIAN_TIME_ORDER, assert_each_waits_for_its_gpu_work, fake_bench, median_time_order
 
 pytestmark = pytest.mark.snippet("snippets/foundations/cpu_vs_gpu.py")
 
@@ -141,16 +141,11 @@ def test_median_time_never_synchronizes_inside_the_clock(monkeypatch):
 
 @pytest.mark.gpus(1)
 def test_every_function_median_time_times_waits_for_its_own_work():
-    # median_time stops the clock when the call returns, so each must wait for the GPU itself.
-    # A spin kernel queued first keeps the GPU busy long after a call that only queued its work.
     cases = {"tiny_op": (snippet.tiny_op, torch.zeros(1, device="cuda")),
              "triad": (snippet.triad, *snippet.make_triad(2**20, "cuda")),
              "copy": (snippet.copy, *snippet.make_copy_buffers(2**20)),
              "matmul": (snippet.matmul, *snippet.make_operands(512, "fp16"), "fp16")}
-    for name, (fn, *args) in cases.items():
-        torch.cuda._sleep(10**8)  # tens of milliseconds of GPU clock cycles
-        fn(*args)
-        assert torch.cuda.current_stream().query(), f"{name} returned before its GPU work ended"
+    assert_each_waits_for_its_gpu_work(cases)
 
 
 @pytest.mark.gpus(1)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.helpers import MEDIAN_TIME_ORDER, median_time_order
+from tests.helpers import MEDIAN_TIME_ORDER, assert_each_waits_for_its_gpu_work, median_time_order
 
 pytestmark = pytest.mark.snippet("snippets/foundations/when_to_use_a_gpu.py")
 
@@ -51,18 +51,13 @@ def test_median_time_never_synchronizes_inside_the_clock(snippet, monkeypatch):
 
 @pytest.mark.gpus(1)
 def test_every_gpu_path_median_time_times_waits_for_its_own_work(snippet):
-    # median_time stops the clock when the call returns, so each must wait for the GPU itself.
-    # A spin kernel queued first keeps the GPU busy long after a call that only queued its work.
     host = snippet.make_inputs("elementwise", 2**20)
     x = torch.randint(0, 10, (100,), device="cuda")
     cases = {"with_transfers": (snippet.with_transfers, snippet.elementwise, *host),
              "resident": (snippet.resident, snippet.elementwise, *(t.cuda() for t in host)),
              "loop": (snippet.first_crossing_loop, x, 4 * len(x)),
              "vectorized": (snippet.first_crossing_vectorized, x, 4 * len(x))}
-    for name, (fn, *args) in cases.items():
-        torch.cuda._sleep(10**8)  # tens of milliseconds of GPU clock cycles
-        fn(*args)
-        assert torch.cuda.current_stream().query(), f"{name} returned before its GPU work ended"
+    assert_each_waits_for_its_gpu_work(cases)
 
 
 def test_sweeps_span_the_sizes_the_page_names(snippet):
