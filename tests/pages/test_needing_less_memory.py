@@ -18,12 +18,12 @@ def small(snippet):
     """Two identical small models, plain and checkpointed, and a batch."""
     import torch
 
-    def model(checkpointed):
+    def model(activations):
         torch.manual_seed(0)
-        return snippet.Model(width=WIDTH, blocks=BLOCKS, checkpointed=checkpointed).to(snippet.device)
+        return snippet.Model(width=WIDTH, blocks=BLOCKS, activations=activations).to(snippet.device)
 
     x = torch.randn(TOKENS, WIDTH, device=snippet.device)
-    return model(False), model(True), x
+    return model("keep"), model("checkpoint"), x
 
 
 def gradients(model):
@@ -198,7 +198,7 @@ def peaks(snippet):
 
     return {
         "baseline": step_peak(snippet),
-        "checkpoint": step_peak(snippet, checkpointed=True),
+        "checkpoint": step_peak(snippet, activations="checkpoint"),
         "accumulate": step_peak(snippet, micro_batches=4),
         "sgd": step_peak(snippet, optimizer="sgd"),
         "bf16": step_peak(snippet, dtype=torch.bfloat16),
@@ -250,8 +250,8 @@ def test_checkpointing_costs_less_than_the_pages_bound_in_time(snippet):
 
     import torch
 
-    def seconds(checkpointed):
-        model, optimizer, x = snippet.make(checkpointed=checkpointed)
+    def seconds(activations):
+        model, optimizer, x = snippet.make(activations)
         snippet.train_step(model, optimizer, x)
         times = []
         for _ in range(5):
@@ -262,7 +262,7 @@ def test_checkpointing_costs_less_than_the_pages_bound_in_time(snippet):
             times.append(time.perf_counter() - start)
         return statistics.median(times)
 
-    plain, checkpointed = seconds(False), seconds(True)
+    plain, checkpointed = seconds("keep"), seconds("checkpoint")
     assert plain < checkpointed <= CLAIMS["checkpoint_time_cost_max"] * plain, (plain, checkpointed)
 
 
