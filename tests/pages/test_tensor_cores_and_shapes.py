@@ -111,6 +111,30 @@ def test_tf32_is_faster_than_full_float32(snippet):
     assert tf32 > CLAIMS["tf32_speedup"] * fp32, (fp32, tf32)
 
 
+def test_reduced_precision_reductions_are_allowed_by_default(snippet):
+    """The page: float16 and bfloat16 products may sum partial results in 16 bits unless
+    you turn it off; the inputs are not the only rounding."""
+    assert snippet.reduced_precision_reductions() == {"fp16": True, "bf16": True}
+
+
+def test_inductor_pads_matrix_products_by_default():
+    """The page: torch.compile's shape padding pads a product's dimensions to 8 elements
+    (16-bit formats) or 4 (float32) where its benchmark says that is faster."""
+    import torch._inductor.config as inductor
+    from torch._inductor.fx_passes.pad_mm import get_alignment_size_dtype
+
+    assert inductor.shape_padding is True
+    assert [get_alignment_size_dtype(d) for d in (torch.float16, torch.bfloat16, torch.float32)] == [8, 8, 4]
+
+
+def test_tiles_and_waves_count_rounds_of_the_sms(snippet):
+    """The page's arithmetic: 512 rows by 8192 columns are 4 x 32 = 128 tiles of 128 x 256,
+    one wave on 132 SMs; 640 rows are 160 tiles, two waves, the second mostly idle."""
+    assert snippet.tiles_and_waves(512, 8192, 132) == (128, 1)
+    assert snippet.tiles_and_waves(640, 8192, 132) == (160, 2)
+    assert snippet.tiles_and_waves(1024, 8192, 132) == (256, 2)
+
+
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) --------
 
 SWEEP = range(8184, 8201)
