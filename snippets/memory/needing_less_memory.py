@@ -182,6 +182,26 @@ def training_state_bytes(model, optimizer):
 # --8<-- [end:optimizer_state]
 
 
+# --8<-- [start:custom_function]
+class SumOfSquares(torch.autograd.Function):
+    """A hand-written operation that must run in float32, even under autocast:
+    custom_fwd casts its floating-point inputs and turns autocast off inside forward;
+    custom_bwd runs backward with the autocast state forward had."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type=device.type, cast_inputs=torch.float32)
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.square().sum(dim=-1)
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type=device.type)
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad.unsqueeze(-1)
+# --8<-- [end:custom_function]
+
+
 # --8<-- [start:scaler]
 def scaled_step(model, optimizers, scaler, x, micro_batches=4):
     """float16 mixed precision with gradient accumulation and several optimizers:

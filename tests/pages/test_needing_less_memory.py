@@ -288,6 +288,22 @@ def test_bfloat16_keeps_about_two_and_a_half_significant_digits():
     assert torch.tensor(256.0, dtype=torch.bfloat16) + 1 == 256  # a step of 1 rounds away
 
 
+def test_custom_fwd_runs_a_hand_written_function_in_float32_under_autocast(snippet):
+    import torch
+
+    x = torch.randn(TOKENS, WIDTH, device=snippet.device, requires_grad=True)
+    w = torch.randn(WIDTH, WIDTH, device=snippet.device)
+    with torch.autocast(snippet.device.type, dtype=torch.bfloat16):
+        h = x @ w  # bfloat16 under autocast
+        y = snippet.SumOfSquares.apply(h)
+    (seen,) = y.grad_fn.saved_tensors  # what forward received and saved
+    assert h.dtype == torch.bfloat16 and seen.dtype == torch.float32 and y.dtype == torch.float32
+    y.sum().backward()
+    reference = x.detach().requires_grad_()
+    (reference @ w).square().sum().backward()  # float32 throughout
+    assert (x.grad - reference.grad).norm() <= 2e-2 * reference.grad.norm()  # bf16 rounding
+
+
 def scaled_setup(snippet, x):
     import torch
 
