@@ -417,6 +417,9 @@ CLAIMS = {
     "checkpoint_time_cost_max": 1.6,      # checkpointed step time / baseline step time, at most
     "no_grad_peak_reduction": 4.0,        # forward peak with autograd / without, at least
     "accumulate_peak_reduction": 1.5,     # baseline peak / peak with 4 micro-batches, at least
+    "autocast_speedup": 3.0,              # baseline step time / mixed-precision step time
+    "tbptt_peak_reduction": 5.0,          # full backprop's peak / truncated backprop's, at least
+    "tbptt_time_cost_max": 1.5,           # truncated pass time / full pass time, at most
 }
 
 
@@ -442,7 +445,34 @@ def peaks(snippet):
         "accumulate": step_peak(snippet, micro_batches=4),
         "sgd": step_peak(snippet, optimizer="sgd"),
         "bf16": step_peak(snippet, dtype=torch.bfloat16),
+        "selective": step_peak(snippet, activations="selective"),
+        "offload": step_peak(snippet, activations="offload"),
     }
+
+
+@pytest.mark.gpus(1)
+def test_selective_checkpointing_lands_between_keeping_and_checkpointing(peaks):
+    assert peaks["checkpoint"][0] < peaks["selective"][0] < peaks["baseline"][0], peaks
+
+
+@pytest.mark.gpus(1)
+def test_offloading_cuts_the_gpu_peak_like_checkpointing(peaks):
+    assert peaks["offload"][0] * CLAIMS["checkpoint_peak_reduction"] <= peaks["baseline"][0], peaks
+
+
+@pytest.mark.gpus(1)
+def test_truncated_backprop_cuts_the_peak_by_the_pages_bound(snippet):
+    import torch
+
+    outside = torch.cuda.memory_allocated()
+    found = {}
+    for k in (None, snippet.TRUNCATE):
+        model, optimizer, x, target = snippet.make_sequence()
+        snippet.train_sequence(model, optimizer, x[:snippet.TRUNCATE], target[:snippet.TRUNCATE])
+        torch.cuda.synchronize()
+        found[k] = snippet.peak_bytes(snippet.train_sequence, model, optimizer, x, target, k) - outside
+        del model, optimizer, x, target
+    assert found[None] >= CLAIMS["tbptt_peak_reduction"] * found[snippet.TRUNCATE], found
 
 
 @pytest.mark.gpus(1)
@@ -546,6 +576,38 @@ def test_checkpointings_extra_time_is_about_half_a_forward_pass_in_every_run(mea
         assert 0.3 <= (checkpointed - baseline) / forward <= 0.75, run
 
 
+def test_the_new_remedies_land_where_the_page_says_in_every_run(measured):
+    """The page: selective checkpointing sits between keeping everything and checkpointing
+    whole blocks, in memory and in time; offloading cuts the peak like checkpointing and costs
+    more time than either; mixed precision is faster than the float32 baseline by the page's
+    bound (its Tensor Cores, not its memory)."""
+    names = {t: STEP.format(t) for t in ("baseline", "checkpoint", "selective", "offload",
+                                         "autocast", "bf16")}
+    for run in measured(*names.values()):
+        peak = {t: run.value(n, "peak_bytes") for t, n in names.items()}
+        time = {t: run.value(n) for t, n in names.items()}
+        assert peak["checkpoint"] < peak["selective"] < peak["baseline"], run
+        assert time["baseline"] < time["selective"] < time["checkpoint"], run
+        assert peak["baseline"] >= CLAIMS["checkpoint_peak_reduction"] * peak["offload"], run
+        assert time["offload"] > time["checkpoint"], run
+        assert peak["autocast"] < peak["baseline"], run
+        assert time["baseline"] >= CLAIMS["autocast_speedup"] * time["autocast"], run
+        assert time["baseline"] >= CLAIMS["autocast_speedup"] * time["bf16"], run
+
+
+def test_truncated_backprop_in_every_run(measured):
+    """The page: truncating to TRUNCATE steps cut the peak by at least the page's bound and
+    cost at most its bound in time."""
+    full, truncated = (f"needing_less_memory.sequence[{t}]" for t in ("full", "truncated"))
+    for run in measured(full, truncated):
+        ratio = run.value(full, "peak_bytes") / run.value(truncated, "peak_bytes")
+        assert ratio >= CLAIMS["tbptt_peak_reduction"], (run, ratio)
+        cost = run.value(truncated) / run.value(full)
+        assert cost <= CLAIMS["tbptt_time_cost_max"], (run, cost)
+        assert run.value(truncated, "backward_passes") == run.value(full, "steps") // run.value(
+            truncated, "truncate"), run
+
+
 def test_the_three_forward_passes_take_about_the_same_time_in_every_run(measured):
     """The page: this model's operations are large; inference_mode() saves no time here."""
     names = [FORWARD.format(m) for m in ("grad", "no_grad", "inference_mode")]
@@ -557,7 +619,8 @@ def test_the_three_forward_passes_take_about_the_same_time_in_every_run(measured
 def test_allocated_before_is_the_models_own_tensors_in_every_run(measured):
     """The page: "allocated before" is the parameters, the optimizer's state and the batch;
     what the timing run's process held before is left out."""
-    names = [STEP.format(t) for t in ("baseline", "checkpoint", "accumulate", "sgd", "bf16")]
+    names = [STEP.format(t) for t in ("baseline", "checkpoint", "selective", "offload",
+                                      "accumulate", "sgd", "autocast", "bf16")]
     for run in measured(*names):
         for name in names:
             own = sum(run.value(name, f) for f in ("parameter_bytes", "optimizer_state_bytes"))
