@@ -96,8 +96,8 @@ def bench_waves(gpu_benchmark, m):
     products per round, so that launching and synchronizing are a small part."""
     a, b = snippet.wide_product(m)
     k, n = a.shape[1], b.shape[1]
+    tiles, waves = snippet.tiles_and_waves(m, n)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    tiles, waves = snippet.tiles_and_waves(m, n, sms)
     gpu_benchmark.extra_info.update(
         precision="bf16", m=m, k=k, n=n, tiles=tiles, waves=waves, sms=sms,
         wave_fill=tiles / (waves * sms), ops=10, flops=10 * 2 * m * k * n)

@@ -139,7 +139,7 @@ def supported_pairs():
             torch._scaled_mm(left, right.t(), scale_a=one, scale_b=one,
                              out_dtype=torch.bfloat16)
             pairs.append((a, b))
-        except RuntimeError:  # a pair these kernels do not implement
+        except (RuntimeError, ValueError):  # a pair these kernels do not implement
             pass
     return pairs
 # --8<-- [end:pairs]

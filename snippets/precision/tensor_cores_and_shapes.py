@@ -100,11 +100,11 @@ def tflops(n, precision):
 
 
 # --8<-- [start:waves]
-def tiles_and_waves(m, n, sms, tile=(128, 256)):
+def tiles_and_waves(m, n, tile=(128, 256)):
     """Output tiles of an (m x k) @ (k x n) product, and how many rounds ("waves")
-    `sms` SMs need to work through them, one tile per SM at a time. (An H100 SXM
-    has 132 SMs: torch.cuda.get_device_properties(0).multi_processor_count.)"""
+    the GPU's SMs need to work through them, one tile per SM at a time."""
     tiles = -(-m // tile[0]) * -(-n // tile[1])
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
     return tiles, -(-tiles // sms)
 
 

@@ -161,9 +161,13 @@ def test_fp8_is_faster_than_bf16_on_the_gpu(fp8):
 
 def test_fp8_speed_and_error_in_every_run(measured, snippet):
     bf16, fp8, quantize = (f"fp8.matmul[{k}]" for k in ("bf16", "fp8", "fp8-quantize"))
-    for run in measured(bf16, fp8, quantize):
-        speedup = run.value(bf16) / run.value(fp8)
-        assert speedup >= CLAIMS["fp8_speedup_over_bf16"], (run, speedup)
+    prepared = [f"fp8.matmul[{k}]" for k in ("fp8", "fp8-fast-accum", "fp8-rowwise")]
+    for run in measured(bf16, quantize, *prepared):
+        for name in prepared:
+            speedup = run.value(bf16) / run.value(name)
+            assert speedup >= CLAIMS["fp8_speedup_over_bf16"], (run, name, speedup)
+            kind = name[len("fp8.matmul["):-1]
+            assert run.value(name, "relative_error") < snippet.TOLERANCE[kind], (run, name)
         assert run.value(quantize) > run.value(fp8), run  # quantizing costs time
         assert run.value(fp8, "relative_error") < snippet.TOLERANCE["fp8"], run
         assert run.value(bf16, "relative_error") < snippet.TOLERANCE["bf16"], run

@@ -160,10 +160,11 @@ def test_the_curve_starts_on_its_first_line_in_every_run(measured):
 def test_cublas_took_two_workspaces_from_the_cache_in_every_run(measured):
     """The page: the warm-up's matrix products made cuBLAS take two workspaces of
     CLAIMS["cublas_workspace_mib"] each, one for the forward pass's thread and one for
-    autograd's backward thread."""
+    autograd's backward thread, and at most a MiB or two besides (65 MiB in all on the H100)."""
     for run in measured(STEP):
         workspace = run.value(STEP, "workspace_bytes")
-        assert workspace == pytest.approx(2 * CLAIMS["cublas_workspace_mib"] * MiB, abs=MiB), run
+        two = 2 * CLAIMS["cublas_workspace_mib"] * MiB
+        assert two <= workspace <= two + 2 * MiB, run
 
 
 def test_the_curve_settles_on_the_adamw_state_line_in_every_run(measured):

@@ -419,7 +419,7 @@ CLAIMS = {
     "accumulate_peak_reduction": 1.5,     # baseline peak / peak with 4 micro-batches, at least
     "autocast_speedup": 3.0,              # baseline step time / mixed-precision step time
     "tbptt_peak_reduction": 5.0,          # full backprop's peak / truncated backprop's, at least
-    "tbptt_time_cost_max": 1.5,           # truncated pass time / full pass time, at most
+    "tbptt_time_cost_max": 2.0,           # truncated pass time / full pass time, at most
 }
 
 
