@@ -23,8 +23,8 @@ LABELS = {
 }
 WORDS = {"baseline": "float32, Adam (the baseline)", "checkpoint": "activation checkpointing",
          "selective": "selective checkpointing (matrix products kept)",
-         "offload": "saved activations offloaded to CPU memory (`save_on_cpu`)",
-         "autocast": "mixed precision (`autocast` to bfloat16, float32 weights)",
+         "offload": "saved activations offloaded to CPU memory",
+         "autocast": "mixed precision (autocast to bfloat16, float32 weights)",
          "full": "backpropagation through all of them",
          "truncated": "truncated backpropagation, 64 steps at a time",
          "accumulate": "4 micro-batches of gradient accumulation",
