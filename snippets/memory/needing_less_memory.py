@@ -129,7 +129,10 @@ def peak_bytes(fn, *args):
 # --8<-- [start:selective]
 from functools import partial
 
-from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    create_selective_checkpoint_contexts,
+)
 
 MATRIX_PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
 
