@@ -589,6 +589,7 @@ def test_the_new_remedies_land_where_the_page_says_in_every_run(measured):
         assert peak["checkpoint"] < peak["selective"] < peak["baseline"], run
         assert time["baseline"] < time["selective"] < time["checkpoint"], run
         assert peak["baseline"] >= CLAIMS["checkpoint_peak_reduction"] * peak["offload"], run
+        assert peak["offload"] < peak["checkpoint"], run
         assert time["offload"] > time["checkpoint"], run
         assert peak["autocast"] < peak["baseline"], run
         assert time["baseline"] >= CLAIMS["autocast_speedup"] * time["autocast"], run
