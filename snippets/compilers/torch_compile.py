@@ -33,9 +33,10 @@ def chain_inputs(rows=4096 if device.type == "cuda" else 64, width=4096):
 # --8<-- [start:output_code]
 def show_generated_code():
     """Print the code Inductor writes for bias_gelu: the same as TORCH_LOGS=output_code."""
+    torch.compiler.reset()           # forget earlier compiles: this call compiles again
     torch._logging.set_logs(output_code=True)
     try:
-        torch.compile(bias_gelu)(*chain_inputs())   # a new compile, so the code is logged
+        torch.compile(bias_gelu)(*chain_inputs())
     finally:
         torch._logging.set_logs()                   # back to the default: quiet
 # --8<-- [end:output_code]
