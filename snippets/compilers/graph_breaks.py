@@ -34,7 +34,8 @@ def print_in_the_middle(x):
 
 # --8<-- [start:explain]
 def explain(fn, *args):
-    """What Dynamo captures of fn(*args): graphs, breaks and why (nothing is compiled)."""
+    """What Dynamo captures of fn(*args): graphs, breaks and why. Nothing is
+    compiled."""
     report = torch._dynamo.explain(fn)(*args)
     reasons = [b.reason.splitlines()[0] for b in report.break_reasons]
     return report.graph_count, report.graph_break_count, reasons
@@ -69,7 +70,7 @@ def show_breaks_and_recompiles(x):
     try:
         compiled = torch.compile(branch_on_sum)
         compiled(x)
-        compiled(x[: len(x) // 2])    # a new length: recompile, with the guard that failed
+        compiled(x[: len(x) // 2])    # a new length: a recompile, and the failed guard
     finally:
         torch._logging.set_logs()
 # --8<-- [end:logs]

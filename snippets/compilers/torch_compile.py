@@ -32,7 +32,7 @@ def chain_inputs(rows=4096 if device.type == "cuda" else 64, width=4096):
 
 # --8<-- [start:output_code]
 def show_generated_code():
-    """Print the code Inductor writes for bias_gelu: the same as TORCH_LOGS=output_code."""
+    """Print the code Inductor writes for bias_gelu, as TORCH_LOGS=output_code would."""
     torch.compiler.reset()           # forget earlier compiles: this call compiles again
     torch._logging.set_logs(output_code=True)
     try:
@@ -90,7 +90,7 @@ class Residual(nn.Module):
 
 
 def mlp_model(blocks=4, width=1024 if device.type == "cuda" else 64):
-    return nn.Sequential(*(Residual(mlp_block(width)) for _ in range(blocks))).to(device)
+    return nn.Sequential(*(Residual(mlp_block(width)) for _ in range(blocks)))
 # --8<-- [end:mlp]
 
 
@@ -117,7 +117,8 @@ def make_train_step(model, mode):
 
     def train_step(x, target):
         if mode == "reduce-overhead":
-            torch.compiler.cudagraph_mark_step_begin()  # a new step: old outputs are free
+            # a new step: the graph may reuse the memory of the last step's outputs
+            torch.compiler.cudagraph_mark_step_begin()
         optimizer.zero_grad(set_to_none=True)
         loss = loss_of(x, target)
         loss.backward()
