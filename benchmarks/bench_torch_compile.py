@@ -38,6 +38,7 @@ WORDS = {"eager": "eager", "default": "torch.compile", "reduce-overhead": "reduc
          "max-autotune": "max-autotune", "cold": "empty (cold)", "warm": "filled (warm)"}
 
 ROOT = Path(__file__).resolve().parents[1]
+BIAS_GELU_FLOPS = 7  # per element: add, multiply, negate, exp, add, divide, multiply
 EAGER_AND_MODES = ["eager", *snippet.MODES]
 
 
@@ -47,12 +48,18 @@ def bench_chain(gpu_benchmark, mode, rows):
     x, bias = snippet.chain_inputs(rows=rows)
     fn = snippet.compiled(snippet.bias_gelu, mode)
     gpu_benchmark.extra_info.update(mode=mode, rows=rows, elements=x.numel(),
-                                    dtype="float32", bytes=2 * x.nbytes)
+                                    dtype="float32", bytes=2 * x.nbytes,
+                                    flops=BIAS_GELU_FLOPS * x.numel())
     gpu_benchmark(fn, x, bias, rounds=30, warmup_rounds=3)
 
 
 def mlp_flops(tokens, width=1024, blocks=4):
     return blocks * 2 * (2 * tokens * width * 4 * width)  # two GEMMs of 2*M*N*K per block
+
+
+def mlp_bytes(tokens, width=1024, blocks=4, itemsize=4):
+    """The least a forward pass must move: every weight once, the input and the output."""
+    return itemsize * (blocks * 2 * 4 * width * width + 2 * tokens * width)
 
 
 @pytest.mark.parametrize("mode", EAGER_AND_MODES)
@@ -61,7 +68,8 @@ def bench_mlp(gpu_benchmark, mode):
     model = snippet.mlp_model()
     x = torch.randn(tokens, 1024, device="cuda")
     fn = snippet.compiled(model, mode)
-    gpu_benchmark.extra_info.update(mode=mode, tokens=tokens, flops=mlp_flops(tokens))
+    gpu_benchmark.extra_info.update(mode=mode, tokens=tokens, flops=mlp_flops(tokens),
+                                    bytes=mlp_bytes(tokens))
     with torch.no_grad():
         gpu_benchmark(fn, x, rounds=50, warmup_rounds=3)
 

@@ -4,7 +4,8 @@
 page (`triton`), the formula written in PyTorch run eagerly (`eager`, four kernels) and compiled by
 Inductor (`compiled`, one kernel), and PyTorch's own `torch.softmax` (`torch`). `copy`: the same
 tensor copied, the ceiling a one-pass kernel can reach. `bytes` is what one pass must move (read the
-input, write the output), so `bandwidth_gbs` compares every variant with the copy. The autotuner
+input, write the output), so `bandwidth_gbs` compares every variant with the copy; `flops` counts
+5 operations per element (max, subtract, exp, add, divide) for the roofline. The autotuner
 and Inductor compile in the warm-up rounds. Budget on an H100: about 20 s.
 """
 
@@ -29,6 +30,7 @@ WORDS = {
 }
 
 COLS = 4096
+SOFTMAX_FLOPS = 5  # per element: max, subtract, exp, add, divide
 ROWS = [512, 4096, 32768]  # 8 MiB, 64 MiB, 512 MiB of float32
 IMPLS = {
     "triton": snippet.softmax,
@@ -42,7 +44,8 @@ def describe(benchmark, x, impl):
     rows, cols = x.shape
     benchmark.extra_info.update(impl=impl, rows=rows, cols=cols, elements=x.numel(),
                                 dtype="float32", bytes=snippet.softmax_bytes(x),
-                                mib=x.nbytes / 2**20)
+                                mib=x.nbytes / 2**20,
+                                flops=0 if impl == "copy" else SOFTMAX_FLOPS * x.numel())
 
 
 @pytest.mark.parametrize("rows", ROWS)
