@@ -43,13 +43,13 @@ IMPLS = ["cupy-eager", "cupy-elementwise", "torch-eager", "torch-compiled"]
 @pytest.mark.parametrize("impl", IMPLS)
 def bench_bias_gelu(gpu_benchmark, impl):
     x, bias = cupy_inputs(8192)
+    gpu_benchmark.extra_info.update(impl=impl, rows=8192, cols=4096, elements=x.size,
+                                    bytes=2 * x.nbytes, flops=BIAS_GELU_FLOPS * x.size)
     if impl.startswith("torch"):  # the same memory, seen by PyTorch
         x, bias = torch.from_dlpack(x), torch.from_dlpack(bias)
     fn = {"cupy-eager": snippet.bias_gelu_eager, "cupy-elementwise": snippet.bias_gelu_kernel,
           "torch-eager": torch_compile.bias_gelu,
           "torch-compiled": torch_compile.compiled_bias_gelu}[impl]
-    gpu_benchmark.extra_info.update(impl=impl, rows=8192, cols=4096, elements=x.size,
-                                    bytes=2 * x.nbytes, flops=BIAS_GELU_FLOPS * x.size)
     gpu_benchmark(fn, x, bias, rounds=30, warmup_rounds=3)
 
 

@@ -64,4 +64,4 @@ def bench_recompiles(gpu_benchmark, shapes, tmp_path):
         lengths = [n + 4096 * next(rounds) for n in LENGTHS]
         snippet.call_with_lengths(lengths, **SHAPES[shapes])
 
-    gpu_benchmark(compile_new_lengths, rounds=3, warmup_rounds=0)
+    gpu_benchmark(compile_new_lengths, rounds=2, warmup_rounds=0)
