@@ -15,7 +15,7 @@ import torch
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 if device.type == "cpu":
     # No GPU: Triton's interpreter runs each kernel with NumPy, slowly but line by
-    # line, so a debugger or print() can follow it. Set it before defining kernels.
+    # line, so a debugger or print() can follow it. Set it before importing triton.
     os.environ["TRITON_INTERPRET"] = "1"
 
 import triton

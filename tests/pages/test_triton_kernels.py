@@ -5,8 +5,16 @@ correctness claims are checked in CI on the code the page shows; composing with 
 the speed claims need a GPU.
 """
 
+import os
+
 import pytest
 import torch
+
+if not torch.cuda.is_available():
+    # The snippet sets this as well, but Triton reads it when triton.language is first imported
+    # (its own functions, tl.max and tl.sum, are built then), and in a test session another
+    # page's torch.compile imports Triton long before the snippet runs: set it at collection.
+    os.environ["TRITON_INTERPRET"] = "1"
 
 pytestmark = pytest.mark.snippet("snippets/compilers/triton_kernels.py")
 
