@@ -56,6 +56,7 @@ def collect(device_index: int = 0) -> dict[str, Any]:
         "cuda_runtime": torch.version.cuda,
         "torch": torch.__version__,
         "cupy": _version("cupy"),
+        "triton": _version("triton"),  # what Inductor and hand-written kernels compile with
         "numpy": _version("numpy"),
         "nccl": nccl,
         "boot_id": boot_id(),

@@ -228,8 +228,9 @@ def tag(benchmarks: list[Benchmark], gpu: str) -> str:
 
 def measured_on(page: Page) -> str:
     """The page's one provenance box: every run its numbers came from."""
-    rows = ["| GPU | Date | Driver | CUDA | PyTorch | CuPy | NumPy | Python | Host CPU | Commit |",
-            "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
+    rows = ["| GPU | Date | Driver | CUDA | PyTorch | Triton | CuPy | NumPy | Python | Host CPU "
+            "| Commit |",
+            "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
     for gpu, run, _ in sorted(page.runs.values(), key=lambda t: (t[0], t[1].date)):
         fp = run.fingerprint
         cpu = fp.get("cpu_brand")
@@ -242,7 +243,8 @@ def measured_on(page: Page) -> str:
             f"| {gpu} ({fp['sm_count']} SMs, sm_{fp['compute_capability'].replace('.', '')}"
             f"{joined}) "
             f"| {run.date[:16].replace('T', ' ')} UTC | {fp['driver']} | {fp['cuda_runtime']} "
-            f"| {fp['torch']} | {fp.get('cupy') or 'not installed'} | "
+            f"| {fp['torch']} | {fp.get('triton') or 'not recorded'} "
+            f"| {fp.get('cupy') or 'not installed'} | "
             f"{fp.get('numpy') or 'not recorded'} | {fp['python']} | {cpu} | "
             f"`{run.commit[:10]}`{' (uncommitted changes)' if fp.get('git_dirty') else ''} |")
     return ("## Measured on\n\n"

@@ -1,0 +1,62 @@
+"""Benchmarks behind docs/compilers/custom-kernels.md.
+
+`bias_gelu`: bias + sigmoid-GELU on a float32 (8192, 4096) array (128 MiB) four ways: CuPy array
+operations (five kernels), a CuPy ElementwiseKernel (one), PyTorch eager (five) and compiled
+(one). `softmax`: the CuPy RawKernel softmax on float32 (rows, 4096), to set beside the Triton
+kernel's `triton_kernels.softmax`. `bytes` is what one fused pass must move (read the input, write
+the output); `flops` counts the arithmetic per element (an exp or a division as one), for the
+roofline. Budget on an H100: about 10 s.
+"""
+
+import cupy as cp
+import pytest
+import torch
+
+from snippets.compilers import custom_kernels as snippet
+from snippets.compilers import torch_compile
+
+pytestmark = [pytest.mark.snippet("snippets/compilers/custom_kernels.py"), pytest.mark.gpus(1)]
+
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "bias_gelu": "bias + GELU on 8192 x 4096 float32 values: {impl}",
+    "softmax": "Softmax of {rows} x {cols} float32 values: {impl}",
+}
+WORDS = {"cupy-eager": "CuPy array operations", "cupy-elementwise": "CuPy ElementwiseKernel",
+         "torch-eager": "PyTorch eager", "torch-compiled": "PyTorch, torch.compile",
+         "cupy-raw": "CuPy RawKernel"}
+
+BIAS_GELU_FLOPS = 7   # add, multiply, negate, exp, add, divide, multiply
+SOFTMAX_FLOPS = 5     # max, subtract, exp, add, divide
+
+
+def cupy_inputs(rows, cols=4096):
+    cp.random.seed(0)
+    x = cp.random.standard_normal((rows, cols), dtype=cp.float32)
+    bias = cp.random.standard_normal(cols, dtype=cp.float32)
+    return x, bias
+
+
+IMPLS = ["cupy-eager", "cupy-elementwise", "torch-eager", "torch-compiled"]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def bench_bias_gelu(gpu_benchmark, impl):
+    x, bias = cupy_inputs(8192)
+    gpu_benchmark.extra_info.update(impl=impl, rows=8192, cols=4096, elements=x.size,
+                                    bytes=2 * x.nbytes, flops=BIAS_GELU_FLOPS * x.size)
+    if impl.startswith("torch"):  # the same memory, seen by PyTorch
+        x, bias = torch.from_dlpack(x), torch.from_dlpack(bias)
+    fn = {"cupy-eager": snippet.bias_gelu_eager, "cupy-elementwise": snippet.bias_gelu_kernel,
+          "torch-eager": torch_compile.bias_gelu,
+          "torch-compiled": torch_compile.compiled_bias_gelu}[impl]
+    gpu_benchmark(fn, x, bias, rounds=30, warmup_rounds=3)
+
+
+@pytest.mark.parametrize("rows", [4096, 32768])
+def bench_softmax(gpu_benchmark, rows):
+    x, _ = cupy_inputs(rows)
+    gpu_benchmark.extra_info.update(impl="cupy-raw", rows=rows, cols=4096, elements=x.size,
+                                    mib=x.nbytes / 2**20, bytes=2 * x.nbytes,
+                                    flops=SOFTMAX_FLOPS * x.size)
+    gpu_benchmark(snippet.softmax, x, rounds=30, warmup_rounds=3)

@@ -1,0 +1,67 @@
+"""Benchmarks behind docs/compilers/graph-breaks.md.
+
+`call`: one compiled call on 2**24 float32 values (64 MiB) of a function with a graph break
+(`broken`: a `.item()` or a data-dependent `if` in the middle) and of its fixed version (`fixed`,
+one graph); compiling happens in the warm-up rounds. `bytes` is what one fused pass must move (read
+x, write the result). `recompiles`: a fresh compile of `scale_by_max` called on 4 lengths, with
+`dynamic=False` (one graph per length), the default (a static graph, then a dynamic one) and
+`mark_dynamic` (one dynamic graph); `graphs` is how many graphs Dynamo made. Each round starts
+from `torch.compiler.reset()`, an empty Inductor cache directory and lengths no earlier round used,
+in a process that has compiled before (warm imports; kernels it generated before, such as the
+dynamic one, stay loaded in memory). It measures compile time: the host (CPU, Python, the C
+compiler) more than the GPU. Budget on an H100: about 40 s.
+"""
+
+import itertools
+import os
+import tempfile
+
+import pytest
+import torch
+
+from snippets.compilers import graph_breaks as snippet
+
+pytestmark = [pytest.mark.snippet("snippets/compilers/graph_breaks.py"), pytest.mark.gpus(1)]
+
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "call": "{case}, {version}, 2^24 float32 values",
+    "recompiles": "Compile and call on 4 lengths: {shapes}",
+}
+WORDS = {"item": ".item() in the middle", "branch": "if on a tensor's value",
+         "broken": "with the graph break", "fixed": "fixed, one graph",
+         "static": "dynamic=False", "default": "default", "marked": "mark_dynamic"}
+
+CASES = {"item": (snippet.scale_by_max_item, snippet.scale_by_max),
+         "branch": (snippet.branch_on_sum, snippet.branch_free)}
+LENGTHS = [2**20, 2**20 + 2**18, 2**20 + 2**19, 2**21]
+
+
+@pytest.mark.parametrize("version", ["broken", "fixed"])
+@pytest.mark.parametrize("case", list(CASES))
+def bench_call(gpu_benchmark, case, version):
+    torch.compiler.reset()
+    fn = torch.compile(CASES[case][version == "fixed"])
+    x = torch.randn(2**24, device="cuda")
+    graphs, _, _ = snippet.explain(CASES[case][version == "fixed"], x)
+    gpu_benchmark.extra_info.update(case=case, version=version, graphs=graphs,
+                                    elements=x.numel(), bytes=2 * x.nbytes)
+    gpu_benchmark(fn, x, rounds=30, warmup_rounds=3)
+
+
+SHAPES = {"static": {"dynamic": False}, "default": {}, "marked": {"mark_dynamic": True}}
+
+
+@pytest.mark.parametrize("shapes", list(SHAPES))
+def bench_recompiles(gpu_benchmark, shapes, tmp_path):
+    gpu_benchmark.extra_info.update(
+        shapes=shapes, calls=len(LENGTHS), host_bound=True,
+        graphs=snippet.graphs_for_lengths(LENGTHS, **SHAPES[shapes]))
+    rounds = itertools.count(1 + 10 * list(SHAPES).index(shapes))  # lengths unique to a round
+
+    def compile_new_lengths():
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=tmp_path)
+        lengths = [n + 4096 * next(rounds) for n in LENGTHS]
+        snippet.call_with_lengths(lengths, **SHAPES[shapes])
+
+    gpu_benchmark(compile_new_lengths, rounds=2, warmup_rounds=0)

@@ -1,0 +1,64 @@
+"""Benchmarks behind docs/compilers/triton-kernels.md.
+
+`softmax`: a row-wise softmax of a float32 (rows, 4096) tensor, four ways: the Triton kernel of the
+page (`triton`), the formula written in PyTorch run eagerly (`eager`, four kernels) and compiled by
+Inductor (`compiled`, one kernel), and PyTorch's own `torch.softmax` (`torch`). `copy`: the same
+tensor copied, the ceiling a one-pass kernel can reach. `bytes` is what one pass must move (read the
+input, write the output), so `bandwidth_gbs` compares every variant with the copy; `flops` counts
+5 operations per element (max, subtract, exp, add, divide) for the roofline. The autotuner
+and Inductor compile in the warm-up rounds. Budget on an H100: about 20 s.
+"""
+
+import pytest
+import torch
+
+from snippets.compilers import triton_kernels as snippet
+
+pytestmark = [pytest.mark.snippet("snippets/compilers/triton_kernels.py"), pytest.mark.gpus(1)]
+
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+LABELS = {
+    "softmax": "Softmax of {rows} x {cols} float32 values: {impl}",
+    "copy": "Device-to-device copy of {rows} x {cols} float32 values",
+}
+WORDS = {
+    "triton": "the Triton kernel",
+    "eager": "PyTorch formula, eager",
+    "compiled": "PyTorch formula, torch.compile",
+    "torch": "torch.softmax",
+    "copy": "copy (the ceiling)",
+}
+
+COLS = 4096
+SOFTMAX_FLOPS = 5  # per element: max, subtract, exp, add, divide
+ROWS = [512, 4096, 32768]  # 8 MiB, 64 MiB, 512 MiB of float32
+IMPLS = {
+    "triton": snippet.softmax,
+    "eager": snippet.naive_softmax,
+    "compiled": snippet.compiled_softmax,
+    "torch": lambda x: torch.softmax(x, dim=-1),
+}
+
+
+def describe(benchmark, x, impl):
+    rows, cols = x.shape
+    benchmark.extra_info.update(impl=impl, rows=rows, cols=cols, elements=x.numel(),
+                                dtype="float32", bytes=snippet.softmax_bytes(x),
+                                mib=x.nbytes / 2**20,
+                                flops=0 if impl == "copy" else SOFTMAX_FLOPS * x.numel())
+
+
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("impl", list(IMPLS))
+def bench_softmax(gpu_benchmark, impl, rows):
+    x = torch.randn(rows, COLS, device="cuda")
+    describe(gpu_benchmark, x, impl)
+    gpu_benchmark(IMPLS[impl], x, rounds=30, warmup_rounds=3)
+
+
+@pytest.mark.parametrize("rows", ROWS)
+def bench_copy(gpu_benchmark, rows):
+    x = torch.randn(rows, COLS, device="cuda")
+    dst = torch.empty_like(x)
+    describe(gpu_benchmark, x, "copy")
+    gpu_benchmark(snippet.copy, x, dst, rounds=30, warmup_rounds=3)

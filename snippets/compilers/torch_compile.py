@@ -1,0 +1,144 @@
+"""torch.compile from the inside: what it generates, what the first call costs, what each mode buys.
+
+Run it anywhere: python -m snippets.compilers.torch_compile
+(on a CPU, Inductor writes C++ instead of Triton and needs a C++ compiler; the shapes are smaller)
+Time the first compiled call of a fresh process: python -m snippets.compilers.torch_compile --first-call
+"""
+
+GPUS_NEEDED = 0  # picks CUDA at run time; on a CPU Inductor generates C++ (g++ must be installed)
+
+# --8<-- [start:chain]
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def bias_gelu(x, bias):
+    """A bias, then the sigmoid approximation of GELU: five elementwise operations, so
+    five kernels eagerly, each reading and writing the whole tensor."""
+    y = x + bias
+    return y * torch.sigmoid(1.702 * y)
+
+
+compiled_bias_gelu = torch.compile(bias_gelu)   # compiles on the first call, not here
+
+
+def chain_inputs(rows=4096 if device.type == "cuda" else 64, width=4096):
+    x = torch.randn(rows, width, device=device)
+    bias = torch.randn(width, device=device)
+    return x, bias
+# --8<-- [end:chain]
+
+
+# --8<-- [start:output_code]
+def show_generated_code():
+    """Print the code Inductor writes for bias_gelu, as TORCH_LOGS=output_code would."""
+    torch.compiler.reset()           # forget earlier compiles: this call compiles again
+    torch._logging.set_logs(output_code=True)
+    try:
+        torch.compile(bias_gelu)(*chain_inputs())
+    finally:
+        torch._logging.set_logs()                   # back to the default: quiet
+# --8<-- [end:output_code]
+
+
+# --8<-- [start:first_call]
+import time
+
+
+def sync():
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def first_and_second_call():
+    """Seconds of the first call (Dynamo traces, Inductor compiles or loads from its
+    on-disk cache, then it runs) and of the second (it only runs)."""
+    x, bias = chain_inputs()
+    seconds = []
+    for _ in range(2):
+        sync()
+        start = time.perf_counter()
+        compiled_bias_gelu(x, bias)
+        sync()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+# --8<-- [end:first_call]
+
+
+# --8<-- [start:mlp]
+from torch import nn
+
+
+def mlp_block(width=1024 if device.type == "cuda" else 64):
+    """A transformer's feed-forward block: norm, widen, GELU, narrow, add back."""
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.LayerNorm(width),
+        nn.Linear(width, 4 * width), nn.GELU(),
+        nn.Linear(4 * width, width),
+    ).to(device)
+
+
+class Residual(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return x + self.inner(x)
+
+
+def mlp_model(blocks=4, width=1024 if device.type == "cuda" else 64):
+    return nn.Sequential(*(Residual(mlp_block(width)) for _ in range(blocks)))
+# --8<-- [end:mlp]
+
+
+# --8<-- [start:modes]
+MODES = ["default", "reduce-overhead", "max-autotune"]
+
+
+def compiled(fn, mode):
+    """fn itself for mode "eager", else torch.compile(fn, mode=mode)."""
+    return fn if mode == "eager" else torch.compile(fn, mode=mode)
+# --8<-- [end:modes]
+
+
+# --8<-- [start:train_step]
+def make_train_step(model, mode):
+    """One optimizer step; the model's forward and the loss are compiled (and with them
+    AOTAutograd's backward), the optimizer runs eagerly."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def loss_fn(x, target):
+        return nn.functional.mse_loss(model(x), target)
+
+    loss_of = compiled(loss_fn, mode)
+
+    def train_step(x, target):
+        if mode == "reduce-overhead":
+            # a new step: the graph may reuse the memory of the last step's outputs
+            torch.compiler.cudagraph_mark_step_begin()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_of(x, target)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return train_step
+# --8<-- [end:train_step]
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--first-call" in sys.argv:
+        # --8<-- [start:first_call_main]
+        first, second = first_and_second_call()
+        print(f"first call {first:.3f} s, second call {second * 1e3:.3f} ms")
+        # --8<-- [end:first_call_main]
+    else:
+        x, bias = chain_inputs()
+        torch.testing.assert_close(compiled_bias_gelu(x, bias), bias_gelu(x, bias))
+        print(f"bias_gelu on {device}: compiled output matches eager")
+        show_generated_code()

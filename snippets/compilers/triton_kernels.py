@@ -1,0 +1,139 @@
+"""A row-wise softmax written in Triton: one program per row, checked against PyTorch,
+wrapped as a PyTorch operator with its backward so autograd and torch.compile see it.
+
+Run it anywhere: python -m snippets.compilers.triton_kernels
+(without a GPU, Triton's interpreter runs the same kernels on the CPU, on small tensors)
+"""
+
+GPUS_NEEDED = 0  # picks CUDA at run time; on a CPU the kernels run in Triton's interpreter
+
+# --8<-- [start:setup]
+import os
+
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+if device.type == "cpu":
+    # No GPU: Triton's interpreter runs each kernel with NumPy, slowly but line by
+    # line, so a debugger or print() can follow it. Set it before importing triton.
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import triton
+import triton.language as tl
+
+# --8<-- [end:setup]
+
+
+# --8<-- [start:kernel]
+# Each program (a block of threads) handles one row; how many warps it uses is tuned
+# per row length. The interpreter cannot time the candidates, so it gets one.
+WARPS = (4, 8, 16) if device.type == "cuda" else (4,)
+
+
+@triton.autotune(
+    configs=[triton.Config({}, num_warps=w) for w in WARPS],
+    key=["n_cols"],          # tune again when the row length changes
+)
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, row_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)                   # which row this program owns
+    cols = tl.arange(0, BLOCK)               # BLOCK: a power of two >= n_cols
+    mask = cols < n_cols                     # the lanes past the row's end do nothing
+    x = tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)                # exp() of numbers <= 0 cannot overflow
+    numerator = tl.exp(x)
+    y = numerator / tl.sum(numerator, axis=0)
+    tl.store(y_ptr + row * row_stride + cols, y, mask=mask)
+# --8<-- [end:kernel]
+
+
+# --8<-- [start:backward_kernel]
+@triton.jit
+def softmax_backward_kernel(y_ptr, dy_ptr, dx_ptr, n_cols, row_stride,
+                            BLOCK: tl.constexpr):
+    """dx = y * (dy - sum(y * dy)) for one row: reads y and dy once, writes dx."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    offsets = row * row_stride + cols
+    y = tl.load(y_ptr + offsets, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
+    dx = y * (dy - tl.sum(y * dy, axis=0))
+    tl.store(dx_ptr + offsets, dx, mask=mask)
+# --8<-- [end:backward_kernel]
+
+
+# --8<-- [start:op]
+from torch.library import triton_op, wrap_triton
+
+
+@triton_op("fieldguide::softmax", mutates_args=())
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension of a 2-D tensor, one Triton program per row."""
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    grid = (n_rows,)                          # one program per row
+    wrap_triton(softmax_kernel)[grid](        # wrap_triton: torch.compile can trace it
+        x, y, n_cols, x.stride(0), BLOCK=triton.next_power_of_2(n_cols))
+    return y
+
+
+@triton_op("fieldguide::softmax_backward", mutates_args=())
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    dy = dy.contiguous()
+    dx = torch.empty_like(y)
+    n_rows, n_cols = y.shape
+    wrap_triton(softmax_backward_kernel)[(n_rows,)](
+        y, dy, dx, n_cols, y.stride(0), BLOCK=triton.next_power_of_2(n_cols))
+    return dx
+
+
+def setup_context(ctx, inputs, output):
+    ctx.save_for_backward(output)             # the backward needs only y
+
+
+def backward(ctx, grad_y):
+    (y,) = ctx.saved_tensors
+    return softmax_backward(y, grad_y)
+
+
+softmax.register_autograd(backward, setup_context=setup_context)
+# --8<-- [end:op]
+
+
+# --8<-- [start:references]
+def naive_softmax(x):
+    """Softmax as one writes it in PyTorch: four kernels eagerly (max, subtract and exp,
+    sum, divide), each reading or writing the whole tensor."""
+    shifted = x - x.max(dim=-1, keepdim=True).values
+    numerator = shifted.exp()
+    return numerator / numerator.sum(dim=-1, keepdim=True)
+
+
+compiled_softmax = torch.compile(naive_softmax, dynamic=False)  # Inductor fuses it
+
+
+def copy(src, dst):
+    """The ceiling: read every byte once and write it once, no arithmetic."""
+    dst.copy_(src)
+# --8<-- [end:references]
+
+
+def softmax_bytes(x):
+    """What any softmax must move: read x once and write y once, like a copy."""
+    return 2 * x.nbytes
+
+
+if __name__ == "__main__":
+    # --8<-- [start:check]
+    x = torch.randn(8 if device.type == "cpu" else 4096, 1000, device=device,
+                    requires_grad=True)
+    y = softmax(x)
+    torch.testing.assert_close(y, torch.softmax(x, dim=-1))
+    grad_y = torch.randn_like(y)
+    (grad_x,) = torch.autograd.grad(y, x, grad_y)
+    (expected,) = torch.autograd.grad(torch.softmax(x, dim=-1), x, grad_y)
+    torch.testing.assert_close(grad_x, expected)
+    print(f"softmax on {device}: forward and backward match torch.softmax")
+    # --8<-- [end:check]

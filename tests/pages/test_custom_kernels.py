@@ -1,0 +1,72 @@
+"""Claims of docs/compilers/custom-kernels.md.
+
+The CuPy kernels need a GPU (the snippet's GPUS_NEEDED = 1); the claims about the measured numbers
+are checked in CI against every recorded run.
+"""
+
+import pytest
+
+pytestmark = pytest.mark.snippet("snippets/compilers/custom_kernels.py")
+
+# The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
+CLAIMS = {
+    "elementwise_speedup": 3.0,  # CuPy's five array operations over its one ElementwiseKernel
+    "like_compile": 1.15,        # the ElementwiseKernel within this of torch.compile's kernel
+    "raw_vs_triton": 1.15,       # the RawKernel softmax within this of the Triton one
+}
+
+
+def cupy_and_torch():
+    import cupy as cp
+    import torch
+    return cp, torch
+
+
+def test_elementwise_kernel_matches_the_array_operations(snippet):
+    cp, _ = cupy_and_torch()
+    x = cp.random.standard_normal((64, 300), dtype=cp.float32) * 10
+    bias = cp.random.standard_normal(300, dtype=cp.float32)
+    cp.testing.assert_allclose(snippet.bias_gelu_kernel(x, bias), snippet.bias_gelu_eager(x, bias),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("cols", [1, 33, 1000, 4096, 5000])
+def test_raw_kernel_softmax_matches_torch(snippet, cols):
+    cp, torch = cupy_and_torch()
+    x = cp.random.standard_normal((7, cols), dtype=cp.float32) * 30  # exp() would overflow
+    expected = torch.softmax(torch.from_dlpack(x), dim=-1)
+    torch.testing.assert_close(torch.from_dlpack(snippet.softmax(x)), expected)
+
+
+def test_raw_kernel_refuses_what_it_cannot_read(snippet):
+    cp, _ = cupy_and_torch()
+    with pytest.raises(ValueError, match="C-contiguous 2-D float32"):
+        snippet.softmax(cp.ones((4, 8), dtype=cp.float64))
+    with pytest.raises(ValueError, match="C-contiguous 2-D float32"):
+        snippet.softmax(cp.ones((8, 4), dtype=cp.float32).T)
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) --------
+
+def bias_gelu(impl):
+    return f"custom_kernels.bias_gelu[{impl}]"
+
+
+def test_one_kernel_beats_five_in_every_run(measured):
+    for run in measured(bias_gelu("cupy-eager"), bias_gelu("cupy-elementwise")):
+        ratio = run.value(bias_gelu("cupy-eager")) / run.value(bias_gelu("cupy-elementwise"))
+        assert ratio >= CLAIMS["elementwise_speedup"], (run, ratio)
+
+
+def test_elementwise_kernel_is_as_fast_as_compile_in_every_run(measured):
+    for run in measured(bias_gelu("cupy-elementwise"), bias_gelu("torch-compiled")):
+        ratio = run.value(bias_gelu("cupy-elementwise")) / run.value(bias_gelu("torch-compiled"))
+        assert ratio <= CLAIMS["like_compile"], (run, ratio)
+
+
+@pytest.mark.parametrize("rows", [4096, 32768])
+def test_raw_kernel_keeps_up_with_triton_in_every_run(measured, rows):
+    raw, triton = (f"custom_kernels.softmax[{rows}]",
+                   f"triton_kernels.softmax[triton-{rows}]")
+    for run in measured(raw, triton):
+        assert run.value(raw) <= CLAIMS["raw_vs_triton"] * run.value(triton), run

@@ -1,0 +1,86 @@
+"""Claims of docs/compilers/graph-breaks.md.
+
+Finding breaks and counting graphs needs no GPU (Dynamo captures the same graphs on a CPU), so CI
+checks them on the code the page shows; what a break costs is measured on GPUs.
+"""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.snippet("snippets/compilers/graph_breaks.py")
+
+# The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
+CLAIMS = {
+    "item_cost": 1.5,        # the .item() version takes at least this times the fixed one
+    "recompile_cost": 2.0,   # four static compiles take at least this times one marked dynamic
+}
+
+PAIRS = [("scale_by_max_item", "scale_by_max", "item()"),
+         ("branch_on_sum", "branch_free", "jump"),
+         ("print_in_the_middle", "print_outside", "builtin")]
+
+
+@pytest.mark.parametrize(("broken", "fixed", "reason"), PAIRS, ids=[p[0] for p in PAIRS])
+def test_each_break_is_found_and_its_fix_is_one_graph(snippet, broken, fixed, reason):
+    x = torch.randn(64, device=snippet.device)
+    graphs, breaks, reasons = snippet.explain(getattr(snippet, broken), x)
+    assert (graphs, breaks) == (2, 1), reasons
+    assert reason in reasons[0], reasons
+    assert snippet.explain(getattr(snippet, fixed), x) == (1, 0, [])
+
+
+@pytest.mark.parametrize(("broken", "fixed"), [p[:2] for p in PAIRS[:2]])
+def test_the_fix_compiles_whole_and_computes_the_same(snippet, broken, fixed):
+    # fullgraph=True makes any graph break an error; the backend that runs the captured graph
+    # as it is keeps this quick on a CPU (Inductor's own output is checked on the GPU).
+    for sign in (1, -1):
+        x = sign * torch.rand(256, device=snippet.device) + sign
+        compiled = torch.compile(getattr(snippet, fixed), fullgraph=True,
+                                 backend=snippet.CountingBackend())
+        torch.testing.assert_close(compiled(x), getattr(snippet, broken)(x))
+
+
+def test_the_broken_version_refuses_fullgraph(snippet):
+    compiled = torch.compile(snippet.branch_on_sum, fullgraph=True,
+                             backend=snippet.CountingBackend())
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        compiled(torch.randn(8, device=snippet.device))
+
+
+def test_each_new_length_recompiles_unless_the_dimension_is_dynamic(snippet):
+    lengths = [100, 200, 300, 400]
+    assert snippet.graphs_for_lengths(lengths, dynamic=False) == 4
+    assert snippet.graphs_for_lengths(lengths) == 2            # static, then dynamic
+    assert snippet.graphs_for_lengths(lengths, dynamic=True) == 1
+    assert snippet.graphs_for_lengths(lengths, mark_dynamic=True) == 1
+
+
+def test_logs_name_the_break_and_the_recompile(snippet, capfd):
+    snippet.show_breaks_and_recompiles(torch.randn(64, device=snippet.device))
+    logged = capfd.readouterr().err
+    assert "Graph break" in logged, logged[-2000:]
+    assert "Recompiling function branch_on_sum" in logged, logged[-2000:]
+
+
+@pytest.mark.gpus(1)
+@pytest.mark.parametrize(("broken", "fixed"), [p[:2] for p in PAIRS[:2]])
+def test_inductor_compiles_the_fixed_version_to_the_same_result(snippet, broken, fixed):
+    x = torch.randn(2**16, device="cuda")
+    compiled = torch.compile(getattr(snippet, fixed), fullgraph=True)
+    torch.testing.assert_close(compiled(x), getattr(snippet, broken)(x))
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) --------
+
+def test_the_item_break_costs_in_every_run(measured):
+    broken, fixed = "graph_breaks.call[item-broken]", "graph_breaks.call[item-fixed]"
+    for run in measured(broken, fixed):
+        assert run.value(broken) >= CLAIMS["item_cost"] * run.value(fixed), run
+        assert run.value(broken, "graphs") == 2 and run.value(fixed, "graphs") == 1, run
+
+
+def test_recompiling_per_length_costs_in_every_run(measured):
+    static, marked = "graph_breaks.recompiles[static]", "graph_breaks.recompiles[marked]"
+    for run in measured(static, marked):
+        assert run.value(static) >= CLAIMS["recompile_cost"] * run.value(marked), run
+        assert run.value(static, "graphs") == 4 and run.value(marked, "graphs") == 1, run

@@ -1,0 +1,128 @@
+"""Claims of docs/compilers/triton-kernels.md.
+
+On a CPU the kernels run in Triton's interpreter (the snippet sets TRITON_INTERPRET=1), so the
+correctness claims are checked in CI on the code the page shows; composing with torch.compile and
+the speed claims need a GPU.
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    # The snippet sets this as well, but Triton reads it when triton.language is first imported
+    # (its own functions, tl.max and tl.sum, are built then), and in a test session another
+    # page's torch.compile imports Triton long before the snippet runs: set it at collection.
+    os.environ["TRITON_INTERPRET"] = "1"
+
+pytestmark = pytest.mark.snippet("snippets/compilers/triton_kernels.py")
+
+# The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
+CLAIMS = {
+    "vs_compiled": 1.15,    # the Triton kernel takes at most this times torch.compile's time
+    "share_of_copy": 0.8,   # ...and reaches this share of a copy's bandwidth at the large sizes
+    "large_mib": 512,       # "large": tensors of at least this many MiB
+    "vs_eager": 3.0,        # the eager formula takes at least this times the kernel's time
+}
+
+# Row lengths that are not powers of two: the mask must keep the padding lanes out.
+SHAPES = [(3, 1), (5, 33), (4, 1000), (2, 4096)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{r}x{c}" for r, c in SHAPES])
+def test_forward_matches_torch_softmax(snippet, shape):
+    x = 30 * torch.randn(shape, device=snippet.device)  # large logits: exp() would overflow
+    y = snippet.softmax(x)
+    torch.testing.assert_close(y, torch.softmax(x, dim=-1))
+    torch.testing.assert_close(y.sum(dim=-1), torch.ones(shape[0], device=snippet.device))
+
+
+def test_non_contiguous_rows_are_read_right(snippet):
+    wide = torch.randn(6, 64, device=snippet.device)
+    view = wide[:, 5:40]            # rows 64 apart in memory, 35 long
+    torch.testing.assert_close(snippet.softmax(view), torch.softmax(view, dim=-1))
+
+
+def test_backward_is_the_derivative(snippet):
+    x = torch.randn(4, 33, device=snippet.device, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(snippet.softmax, (x,))
+
+
+def test_backward_matches_torch_in_float32(snippet):
+    x = torch.randn(5, 300, device=snippet.device, requires_grad=True)
+    grad_y = torch.randn(5, 300, device=snippet.device)
+    (ours,) = torch.autograd.grad(snippet.softmax(x), x, grad_y)
+    (theirs,) = torch.autograd.grad(torch.softmax(x, dim=-1), x, grad_y)
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_references_compute_softmax_and_move_what_a_copy_moves(snippet):
+    x = torch.randn(7, 50, device=snippet.device)
+    torch.testing.assert_close(snippet.naive_softmax(x), torch.softmax(x, dim=-1))
+    dst = torch.empty_like(x)
+    snippet.copy(x, dst)
+    assert torch.equal(dst, x)
+    assert snippet.softmax_bytes(x) == 2 * 7 * 50 * 4
+
+
+@pytest.mark.gpus(1)
+def test_the_operator_passes_pytorchs_custom_op_checks(snippet):
+    # fake tensors (what torch.compile traces with), autograd registration, schema
+    x = torch.randn(16, 1000, device="cuda", requires_grad=True)
+    torch.library.opcheck(snippet.softmax, (x,))
+
+
+@pytest.mark.gpus(1)
+def test_compiles_in_one_graph_with_its_neighbours(snippet):
+    def attention_weights(q, k):
+        return snippet.softmax(q @ k.T / q.shape[-1] ** 0.5)
+
+    q = torch.randn(256, 64, device="cuda", requires_grad=True)
+    k = torch.randn(512, 64, device="cuda")
+    compiled = torch.compile(attention_weights, fullgraph=True)  # a graph break would raise
+    torch.testing.assert_close(compiled(q, k), torch.softmax(q @ k.T / 8, dim=-1))
+    compiled(q, k).sum().backward()
+    assert q.grad is not None
+
+
+@pytest.mark.gpus(1)
+def test_autotuner_picks_one_of_the_configs(snippet):
+    snippet.softmax(torch.randn(64, 4096, device="cuda"))
+    assert snippet.softmax_kernel.best_config.num_warps in snippet.WARPS
+
+
+# --- The page's claims against every recorded run of every GPU (timings/; runs in CI) --------
+
+ROWS = [512, 4096, 32768]
+
+
+def name(impl, rows):
+    return (f"triton_kernels.copy[{rows}]" if impl == "copy"
+            else f"triton_kernels.softmax[{impl}-{rows}]")
+
+
+def test_triton_keeps_up_with_torch_compile_in_every_run(measured):
+    for rows in ROWS:
+        for run in measured(name("triton", rows), name("compiled", rows)):
+            ratio = run.value(name("triton", rows)) / run.value(name("compiled", rows))
+            assert ratio <= CLAIMS["vs_compiled"], (run, rows, ratio)
+
+
+def test_triton_reaches_copy_bandwidth_at_large_sizes_in_every_run(measured):
+    for rows in ROWS:
+        for run in measured(name("triton", rows), name("copy", rows)):
+            if run.value(name("copy", rows), "mib") < CLAIMS["large_mib"]:
+                continue
+            share = (run.value(name("triton", rows), "bandwidth_gbs")
+                     / run.value(name("copy", rows), "bandwidth_gbs"))
+            assert share >= CLAIMS["share_of_copy"], (run, rows, share)
+
+
+def test_one_pass_beats_the_eager_formula_at_large_sizes_in_every_run(measured):
+    for rows in ROWS:
+        for run in measured(name("triton", rows), name("eager", rows), name("copy", rows)):
+            if run.value(name("copy", rows), "mib") < CLAIMS["large_mib"]:
+                continue
+            ratio = run.value(name("eager", rows)) / run.value(name("triton", rows))
+            assert ratio >= CLAIMS["vs_eager"], (run, rows, ratio)
