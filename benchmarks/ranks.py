@@ -118,6 +118,35 @@ class Ranks:
                     follower.wait()
 
 
+class Worlds:
+    """`worlds(n)`: a group of n ranks, started when first asked for and replaced by a new one
+    when a benchmark asks for another n; a context manager that ends the last one.
+
+    A module's benchmarks share it through a module fixture, ordered so that each size of group
+    starts once or twice (about 5-10 s each on a GPU machine)."""
+
+    def __init__(self, cpu: bool = False):
+        self.cpu = cpu
+        self.current: Ranks | None = None
+
+    def __call__(self, world_size: int) -> Ranks:
+        if self.current is None or self.current.world_size != world_size:
+            self.close()
+            self.current = Ranks(world_size, self.cpu).__enter__()
+        return self.current
+
+    def close(self) -> None:
+        if self.current is not None:
+            running, self.current = self.current, None
+            running.__exit__(None, None, None)
+
+    def __enter__(self) -> Worlds:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def follow(port: int, rank: int, world_size: int, cpu: bool) -> int:
     """Ranks 1 .. n - 1: run whatever rank 0 announces, until it says stop (None)."""
     control = _join(rank, world_size, port, cpu)

@@ -86,9 +86,10 @@ def compare_with_unsplit(schedule, device, microbatches=4):
     stage, run = build_pipeline(make_model(), device, microbatches, schedule)
     losses = pipeline_step(stage, run, x, y)
     mine = split_model(whole, dist.get_rank(), dist.get_world_size())
-    same = all(torch.allclose(p.grad, q.grad, atol=1e-6, rtol=1e-5)
+    # equal up to rounding: micro-batches add up the same sums in another order
+    same = all((p.grad - q.grad).norm() <= 1e-5 * q.grad.norm()
                for p, q in zip(stage.submod.parameters(), mine.parameters(), strict=True))
-    return {"grads_equal": same, "losses": len(losses)}
+    return {"grads_equal": bool(same), "losses": len(losses)}
 # --8<-- [end:check]
 
 

@@ -187,6 +187,12 @@ def what_a_step_sends(block, x):
 import copy
 
 
+def close(a, b, tolerance=1e-4):
+    """Equal up to rounding: the difference is tiny beside the tensor itself (the
+    split sums in a different order, and GPU kernels differ by shape)."""
+    return bool((a - b).norm() <= tolerance * b.norm())
+
+
 def compare_with_one_device(parallelize, mesh, device, sequence_split=False):
     """The split block's output and gradients against the whole block's, on this rank.
 
@@ -209,11 +215,10 @@ def compare_with_one_device(parallelize, mesh, device, sequence_split=False):
     # a sequence-split output's gradient on the other slices comes through the
     # collectives; summing out on every rank adds up the whole sequence's loss
     grads_equal = all(
-        torch.allclose(p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad,
-                       dict(whole.named_parameters())[name].grad, atol=1e-4, rtol=1e-4)
+        close(p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad,
+              dict(whole.named_parameters())[name].grad)
         for name, p in split.named_parameters())
-    return {"output_equal": torch.allclose(out, expected, atol=1e-5, rtol=1e-4),
-            "grads_equal": grads_equal}
+    return {"output_equal": close(out, expected), "grads_equal": grads_equal}
 # --8<-- [end:check]
 
 
@@ -250,7 +255,7 @@ def train_step_2d(mesh_2d, device, steps=2):
             optimizer.zero_grad()
             model(x).pow(2).mean().backward()
             optimizer.step()
-    return all(torch.allclose(p.full_tensor(), q, atol=1e-4, rtol=1e-3)
+    return all(close(p.full_tensor(), q)
                for p, q in zip(split.parameters(), whole.parameters(), strict=True))
 # --8<-- [end:two_d]
 
