@@ -31,7 +31,8 @@ def split_model(model, stage, stages):
     """
     layers = list(model)
     if len(layers) % stages:
-        raise ValueError(f"{len(layers)} layers do not split into {stages} equal stages")
+        raise ValueError(
+            f"{len(layers)} layers do not split into {stages} equal stages")
     per_stage = len(layers) // stages
     return nn.Sequential(*layers[stage * per_stage:(stage + 1) * per_stage])
 # --8<-- [end:split]
@@ -87,8 +88,8 @@ def compare_with_unsplit(schedule, device, microbatches=4):
     losses = pipeline_step(stage, run, x, y)
     mine = split_model(whole, dist.get_rank(), dist.get_world_size())
     # equal up to rounding: micro-batches add up the same sums in another order
-    same = all((p.grad - q.grad).norm() <= 1e-5 * q.grad.norm()
-               for p, q in zip(stage.submod.parameters(), mine.parameters(), strict=True))
+    pairs = zip(stage.submod.parameters(), mine.parameters(), strict=True)
+    same = all((p.grad - q.grad).norm() <= 1e-5 * q.grad.norm() for p, q in pairs)
     return {"grads_equal": bool(same), "losses": len(losses)}
 # --8<-- [end:check]
 

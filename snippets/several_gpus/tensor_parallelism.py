@@ -147,9 +147,11 @@ def sequence_parallel(block, mesh):
     plan = {
         "attn_norm": SequenceParallel(), "attn": gather_sequence,
         "attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(),
-        "attn.v": ColwiseParallel(), "attn.out": RowwiseParallel(output_layouts=Shard(1)),
+        "attn.v": ColwiseParallel(),
+        "attn.out": RowwiseParallel(output_layouts=Shard(1)),
         "mlp_norm": SequenceParallel(), "mlp": gather_sequence,
-        "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel(output_layouts=Shard(1)),
+        "mlp.up": ColwiseParallel(),
+        "mlp.down": RowwiseParallel(output_layouts=Shard(1)),
     }
     return parallelize_module(block, mesh, plan)
 # --8<-- [end:plan]
@@ -165,7 +167,8 @@ def what_this_rank_holds(block):
     held = {}
     for name, p in block.named_parameters():
         if isinstance(p, DTensor):
-            held[name] = (tuple(p.to_local().shape), tuple(p.shape), str(p.placements[0]))
+            local, placement = p.to_local(), str(p.placements[0])
+            held[name] = (tuple(local.shape), tuple(p.shape), placement)
         else:
             held[name] = (tuple(p.shape), tuple(p.shape), "whole")
     return held
@@ -173,12 +176,13 @@ def what_this_rank_holds(block):
 
 def what_a_step_sends(block, x):
     """Collectives of one forward and one backward pass, counted by DTensor."""
-    x = x.detach().requires_grad_()  # as in a model, where x is the previous block's output
+    x = x.detach().requires_grad_()  # as in a model: the previous block's output
     with CommDebugMode() as forward:
         out = block(x)
     with CommDebugMode() as backward:
         out.sum().backward()
-    return {phase: {str(op).split(".")[-1]: n for op, n in mode.get_comm_counts().items()}
+    return {phase: {str(op).split(".")[-1]: n
+                    for op, n in mode.get_comm_counts().items()}
             for phase, mode in (("forward", forward), ("backward", backward))}
 # --8<-- [end:holds]
 
@@ -201,7 +205,7 @@ def compare_with_one_device(parallelize, mesh, device, sequence_split=False):
     """
     torch.manual_seed(0)
     whole = Block().to(device)
-    split = parallelize(copy.deepcopy(whole), mesh)  # this rank's shards of the same weights
+    split = parallelize(copy.deepcopy(whole), mesh)  # this rank's shards of them
     x = torch.randn(2, 16, 256, device=device)  # the same batch on every rank
     expected = whole(x)
     expected.sum().backward()
@@ -271,7 +275,7 @@ if __name__ == "__main__":
                                       sequence_split=True)
         x = torch.randn(2, 16, 256, device=device)
         sends = what_a_step_sends(tensor_parallel(Block().to(device), mesh), x)
-        mine = x[:, rank * 16 // n:(rank + 1) * 16 // n]  # this rank's slice of the sequence
+        mine = x.chunk(n, dim=1)[rank]  # this rank's slice of the sequence
         sends_seq = what_a_step_sends(sequence_parallel(Block().to(device), mesh), mine)
         held = what_this_rank_holds(tensor_parallel(Block().to(device), mesh))
         if n % 2 == 0:  # a 2-D mesh: n/2 data-parallel rows of 2 tensor-parallel ranks
