@@ -7,7 +7,7 @@ Needs two GPUs; the 4-stage points need four. This process is rank 0, stage 0, o
 step, cut into M = 4 or 16 micro-batches. A stage's busy time is what its M forwards and
 backwards take when it runs them alone on its GPU; idle = 1 - busy / step. Sending activations
 counts as idle: the formula assumes sends take no time.
-Budget on four H100s: ~10 s to start each group of ranks, ~10 s of steps.
+Budget on four H100s: ~6 s to start each of two groups of ranks, ~15 s of steps.
 """
 
 import time
@@ -91,7 +91,7 @@ def bench_step(benchmark, worlds, stages, schedule, microbatches):
     world = worlds(stages)
     world.call(prepare, schedule, microbatches)
     # plain benchmark: n ranks; world.announcer starts each round on the other ranks too
-    benchmark.pedantic(step, setup=world.announcer(step), rounds=15, warmup_rounds=2)
+    benchmark.pedantic(step, setup=world.announcer(step), rounds=10, warmup_rounds=2)
     idle = world.call(idle_fractions_and_release, benchmark.stats.stats.median)
     benchmark.extra_info.update(
         schedule=schedule, stages=stages, microbatches=microbatches,

@@ -6,7 +6,7 @@ Needs two GPUs; the 4-GPU points need four. This process is rank 0 on GPU 0 (ben
 The block: width 4096, 32 heads, an MLP of 16384, bf16 weights, 4 sequences of 2048 tokens (about
 201 million weights in its six projections). `flops` counts one GPU's share of the projections'
 products (6 per weight per token), not attention's own two products, so TFLOP/s is a floor.
-Budget on four H100s: ~10 s to start each group of ranks, ~10 s of steps.
+Budget on four H100s: ~6 s to start each of two groups of ranks, ~10 s of steps.
 """
 
 import pytest
@@ -86,13 +86,13 @@ def bench_step(benchmark, worlds, plan, gpus):
     if plan == "one":
         flops = prepare(plan, 1)
         # plain benchmark: the baseline of the n-rank steps below, timed the same way
-        benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=20, warmup_rounds=3)
+        benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=12, warmup_rounds=2)
         peaks = [peak_and_release()]
     else:
         world = worlds(gpus)
         flops = world.call(prepare, plan, gpus)
         # plain benchmark: n ranks; world.announcer starts each round on the other ranks too
-        benchmark.pedantic(step, setup=world.announcer(step), rounds=20, warmup_rounds=3)
+        benchmark.pedantic(step, setup=world.announcer(step), rounds=12, warmup_rounds=2)
         peaks = world.call(everyones_peak_and_release)
     benchmark.extra_info.update(plan=plan, gpus=gpus, tokens=BATCH * SEQ, flops=flops,
                                 activation_mib=BATCH * SEQ * DIM * 2 / 2**20,

@@ -89,7 +89,7 @@ def compare_with_unsplit(schedule, device, microbatches=4):
     mine = split_model(whole, dist.get_rank(), dist.get_world_size())
     # equal up to rounding: micro-batches add up the same sums in another order
     pairs = zip(stage.submod.parameters(), mine.parameters(), strict=True)
-    same = all((p.grad - q.grad).norm() <= 1e-5 * q.grad.norm() for p, q in pairs)
+    same = all((p.grad - q.grad).norm() <= 1e-4 * q.grad.norm() for p, q in pairs)
     return {"grads_equal": bool(same), "losses": len(losses)}
 # --8<-- [end:check]
 

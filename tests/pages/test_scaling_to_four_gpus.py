@@ -159,7 +159,9 @@ def rank_checks(out_dir):
             losses[layout] = scaling.train_step(model, optimizer, x, y).item()
         seen[layout] = scaling.training_state_bytes(model, optimizer)
     # both average the ranks' gradients: the same model after each step, so the same loss
-    seen["same_loss"] = abs(losses["ddp"] - losses["fsdp2"]) < 1e-5
+    # (up to the order of the sums; on GPUs, bf16 autocast rounds the activations too)
+    tolerance = 1e-2 if device.type == "cuda" else 1e-5
+    seen["same_loss"] = abs(losses["ddp"] - losses["fsdp2"]) <= tolerance * abs(losses["ddp"])
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(seen, f)
     dist.destroy_process_group()
