@@ -16,6 +16,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
+PROCESSES = [("gloo", 2), ("gloo", 4),
+             pytest.param(("nccl", 2), marks=pytest.mark.gpus(2)),
+             pytest.param(("nccl", 4), marks=pytest.mark.gpus(4))]
+
+
+def process_id(param):
+    backend, n = param
+    return f"{backend}-{n}"
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/pipeline_parallelism.py")
 
@@ -25,18 +33,23 @@ CLAIMS = {
 }
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["2stages", "4stages"])
+@pytest.fixture(scope="module", params=PROCESSES, ids=process_id)
 def stages(request, tmp_path_factory):
-    """What each of n stages saw, n = 2 and 4."""
-    n = request.param
-    out = tmp_path_factory.mktemp(f"pp-{n}")
+    """What each of n stages saw: n = 2 and 4 CPU processes (gloo), and as many GPUs (NCCL)
+    where the machine has them (the others are skipped, and listed by make test-gpu)."""
+    backend, n = request.param
+    out = tmp_path_factory.mktemp(f"pp-{backend}-{n}")
+    # gloo: hide the GPUs, so the script takes the CPU path even on a GPU machine
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           **({"CUDA_VISIBLE_DEVICES": ""} if backend == "gloo" else {})}
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
          str(n), Path(__file__).resolve(), out],
-        cwd=out, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True, text=True, timeout=TIMEOUT)
+        cwd=out, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
+    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
+    assert {s["backend"] for s in seen} == {backend}  # NCCL ran on GPUs, not on a fallback
+    return seen
 
 
 @pytest.mark.parametrize("schedule", ["GPipe", "1F1B"])
@@ -98,6 +111,7 @@ def stage_checks(out_dir):
     _, device = pp.start_mesh(names=("pp",))
     seen = {name: pp.compare_with_unsplit(schedule, device)
             for name, schedule in (("GPipe", pp.ScheduleGPipe), ("1F1B", pp.Schedule1F1B))}
+    seen["backend"] = dist.get_backend()
     with open(os.path.join(out_dir, f"rank{dist.get_rank()}.json"), "w") as f:
         json.dump(seen, f)
     dist.destroy_process_group()

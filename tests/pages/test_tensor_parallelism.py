@@ -16,6 +16,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
+PROCESSES = [("gloo", 2), ("gloo", 4),
+             pytest.param(("nccl", 2), marks=pytest.mark.gpus(2)),
+             pytest.param(("nccl", 4), marks=pytest.mark.gpus(4))]
+
+
+def process_id(param):
+    backend, n = param
+    return f"{backend}-{n}"
 DIM, HIDDEN = 256, 1024  # the snippet's Block() defaults
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/tensor_parallelism.py")
@@ -25,18 +33,23 @@ CLAIMS = {
 }
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["2ranks", "4ranks"])
+@pytest.fixture(scope="module", params=PROCESSES, ids=process_id)
 def ranks(request, tmp_path_factory):
-    """What each of n ranks saw, n = 2 and 4."""
-    n = request.param
-    out = tmp_path_factory.mktemp(f"tp-{n}")
+    """What each of n ranks saw: n = 2 and 4 CPU processes (gloo), and as many GPUs (NCCL)
+    where the machine has them (the others are skipped, and listed by make test-gpu)."""
+    backend, n = request.param
+    out = tmp_path_factory.mktemp(f"tp-{backend}-{n}")
+    # gloo: hide the GPUs, so the script takes the CPU path even on a GPU machine
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           **({"CUDA_VISIBLE_DEVICES": ""} if backend == "gloo" else {})}
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
          str(n), Path(__file__).resolve(), out],
-        cwd=out, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True, text=True, timeout=TIMEOUT)
+        cwd=out, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
+    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
+    assert {s["backend"] for s in seen} == {backend}  # NCCL ran on GPUs, not on a fallback
+    return seen
 
 
 @pytest.mark.parametrize("plan", ["tensor_parallel", "sequence_parallel"])
@@ -111,6 +124,7 @@ def rank_checks(out_dir):
     seen["held"] = tp.what_this_rank_holds(tp.tensor_parallel(tp.Block().to(device), mesh))
     mesh_2d = tp.init_device_mesh(device.type, (n // 2, 2), mesh_dim_names=("dp", "tp"))
     seen["two_d"] = tp.train_step_2d(mesh_2d, device)
+    seen["backend"] = dist.get_backend()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(seen, f)
     dist.destroy_process_group()
