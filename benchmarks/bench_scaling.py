@@ -28,11 +28,12 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/scaling.py",
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {
     "all_reduce": "All-reduce of {message_bytes} in bf16 over {gpus} GPUs (NCCL)",
-    "step": "{layout} on {gpus} GPU(s): a training step of {batch_per_gpu} samples per GPU",
+    "step": "{layout} on {gpus} GPUs: a training step of {batch_per_gpu} samples per GPU",
+    "step[one-1gpu-4096]": "One GPU alone: a training step of {batch_per_gpu} samples",
+    "step[one-1gpu-16384]": "One GPU alone: a training step of {batch_per_gpu} samples",
     "matmul_ceiling": "The ceiling: an {n} × {n} product in bf16 on GPU 0",
 }
-WORDS = {"one": "One GPU, no wrapper", "ddp": "DDP", "fsdp2": "FSDP2",
-         "dataparallel": "DataParallel"}
+WORDS = {"one": "One GPU", "ddp": "DDP", "fsdp2": "FSDP2", "dataparallel": "DataParallel"}
 
 FOUR = pytest.mark.gpus(4)
 WIDTH, DEPTH = 4096, 8

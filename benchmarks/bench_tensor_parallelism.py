@@ -21,8 +21,9 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/tensor_parallelism.py",
                                  "benchmarks/ranks.py")
 
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
-LABELS = {"step": "{plan} on {gpus} GPU(s): forward and backward of the block, {tokens} tokens"}
-WORDS = {"one": "The whole block", "tp": "Tensor parallel", "sp": "Tensor + sequence parallel"}
+LABELS = {"step": "{plan} on {gpus} GPUs: forward and backward of the block, {tokens} tokens",
+          "step[one-1gpu]": "The whole block on one GPU: forward and backward, {tokens} tokens"}
+WORDS = {"tp": "Tensor parallel", "sp": "Tensor + sequence parallel"}
 
 DIM, HEADS, HIDDEN, BATCH, SEQ = 4096, 32, 16384, 4, 2048
 GiB = 2**30
