@@ -19,7 +19,7 @@ from benchmarks import ranks as several
 from snippets.several_gpus import pipeline_parallelism as pp
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/pipeline_parallelism.py",
-                                 "benchmarks/ranks.py")
+                                 "benchmarks/ranks.py", "benchmarks/two_ranks.py")
 
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {"step": "{schedule}, {stages} stages, {microbatches} micro-batches: one step"}

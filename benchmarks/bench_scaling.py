@@ -23,7 +23,7 @@ from snippets.several_gpus import scaling
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/scaling.py",
                                  "snippets/several_gpus/all_reduce_bandwidth.py",
-                                 "benchmarks/ranks.py")
+                                 "benchmarks/ranks.py", "benchmarks/two_ranks.py")
 
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {
@@ -180,6 +180,7 @@ def bench_step(benchmark, worlds, layout, gpus, batch):
         state_gib_per_gpu=max(f[0] for f in found), peak_gib_per_gpu=max(f[1] for f in found))
 
 
+@pytest.mark.snippet("snippets/precision/tensor_cores_and_shapes.py")
 def bench_matmul_ceiling(gpu_benchmark):
     """The precision chapter's bf16 product of 8192 x 8192, on this machine's GPU 0."""
     n = 8192

@@ -18,7 +18,8 @@ from snippets.several_gpus import scaling
 from snippets.several_gpus import tensor_parallelism as tp
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/tensor_parallelism.py",
-                                 "benchmarks/ranks.py")
+                                 "snippets/several_gpus/scaling.py",
+                                 "benchmarks/ranks.py", "benchmarks/two_ranks.py")
 
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {"step": "{plan} on {gpus} GPUs: forward and backward of the block, {tokens} tokens",
