@@ -97,11 +97,11 @@ def dtensor_tour(mesh):
     full = torch.arange(32.0, device=mesh.device_type).reshape(8, 4)
     rows = distribute_tensor(full, mesh, [Shard(0)])  # each rank: 8/n rows
     cols = distribute_tensor(full, mesh, [Shard(1)])  # each rank: 4/n columns
-    copy = distribute_tensor(full, mesh, [Replicate()])  # each rank: all of it
+    replicated = distribute_tensor(full, mesh, [Replicate()])  # each rank: all of it
     total = (rows * 2).sum()  # ops on DTensors act on the global matrix
     return {"rows_local": tuple(rows.to_local().shape),
             "cols_local": tuple(cols.to_local().shape),
-            "copy_local": tuple(copy.to_local().shape),
+            "copy_local": tuple(replicated.to_local().shape),
             "global": tuple(rows.shape),
             "same_sum": total.full_tensor().item() == (full * 2).sum().item(),
             "rows_to_cols": torch.equal(rows.redistribute(mesh, [Shard(1)]).to_local(),
@@ -120,7 +120,8 @@ from torch.distributed.tensor.parallel import (
 
 
 def tensor_parallel(block, mesh):
-    """Megatron-style: q, k, v and up split by output column, out and down by input row.
+    """Megatron-style: q, k, v and up split by output feature (ColwiseParallel: rows
+    of their weights), out and down by input feature (RowwiseParallel: columns).
 
     Each rank computes its heads and its slice of the hidden layer with no
     communication; the row-split layers add the ranks' partial outputs with one
