@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -55,15 +56,30 @@ def machine_slug(fingerprint: dict[str, Any]) -> str:
 
 
 def link_summary(topology: str | None) -> str | None:
-    """'NVLink (NV18)' or 'PCIe (PIX)' from `nvidia-smi topo -m`: how GPU0 reaches GPU1."""
+    """How the GPUs are joined, from `nvidia-smi topo -m`: 'NVLink (NV18)' or 'PCIe (SYS)' for
+    two; for more, whether every pair has the same link (NVSwitch: NV18 between every pair)
+    or which pairs have which (direct links to some neighbours only)."""
     if not topology:
         return None
+    rows: dict[int, list[str]] = {}
     for line in topology.splitlines():
-        words = line.split()
-        if len(words) > 2 and words[0].endswith("GPU0") and words[1] == "X":
-            link = words[2]
-            return f"NVLink ({link})" if link.startswith("NV") else f"PCIe ({link})"
-    return None
+        words = re.sub(r"\x1b\[[0-9;]*m", "", line).split()
+        found = re.fullmatch(r"GPU(\d+)", words[0]) if words else None
+        if found and len(words) > int(found[1]) + 1 and words[int(found[1]) + 1] == "X":
+            rows[int(found[1])] = words[1:]  # a matrix row: X where the GPU meets itself
+    gpus = sorted(rows)
+    if len(gpus) < 2 or gpus != list(range(len(gpus))):
+        return None
+    pairs = Counter(rows[i][j] for i in gpus for j in gpus if i < j)
+
+    def named(link: str) -> str:
+        return f"NVLink ({link})" if link.startswith("NV") else f"PCIe ({link})"
+
+    if len(pairs) == 1:
+        link = named(next(iter(pairs)))
+        return link if len(gpus) == 2 else f"{link} between every pair of the {len(gpus)} GPUs"
+    return ", ".join(f"{named(link)} between {count} pair{'s' if count > 1 else ''}"
+                     for link, count in pairs.most_common()) + f" of the {len(gpus)} GPUs"
 
 
 def benchmark_name(fullname: str) -> str:

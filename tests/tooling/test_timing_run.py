@@ -218,3 +218,18 @@ def test_a_machine_of_several_gpus_has_its_own_folder():
     assert link_summary(topology) == "NVLink (NV18)"
     assert link_summary("GPU0\t X \tSYS\nGPU1\tSYS\t X \n") == "PCIe (SYS)"
     assert link_summary(None) is None
+
+
+def test_the_link_summary_tells_nvswitch_from_direct_links():
+    from fieldguide.timings import link_summary
+
+    header = "\x1b[4m\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\x1b[0m\n"
+    switched = header + "".join(
+        f"GPU{i}\t" + "\t".join("X" if i == j else "NV18" for j in range(4)) + "\t0-63\n"
+        for i in range(4))
+    assert link_summary(switched) == "NVLink (NV18) between every pair of the 4 GPUs"
+    paired = header + ("GPU0\tX\tNV12\tSYS\tSYS\t0-31\nGPU1\tNV12\tX\tSYS\tSYS\t0-31\n"
+                       "GPU2\tSYS\tSYS\tX\tNV12\t32-63\nGPU3\tSYS\tSYS\tNV12\tX\t32-63\n")
+    assert link_summary(paired) == ("PCIe (SYS) between 4 pairs, NVLink (NV12) between 2 pairs"
+                                    " of the 4 GPUs")
+    assert link_summary(header) is None  # no matrix rows: nothing to tell

@@ -1,0 +1,134 @@
+"""Claims of docs/several-gpus/tensor-parallelism.md, tested on 2 and 4 processes started by
+torchrun: DTensor and tensor parallelism with gloo on the CPU in CI, with NCCL where the machine
+has a GPU for every process.
+
+This file is also the worker for the per-rank checks (`python tests/pages/test_tensor_parallelism.py
+OUT_DIR` under torchrun): each rank writes what it saw to OUT_DIR/rank<N>.json.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 300
+PROCESSES = [("gloo", 2), ("gloo", 4),
+             pytest.param(("nccl", 2), marks=pytest.mark.gpus(2)),
+             pytest.param(("nccl", 4), marks=pytest.mark.gpus(4))]
+
+
+def process_id(param):
+    backend, n = param
+    return f"{backend}-{n}"
+DIM, HIDDEN = 256, 1024  # the snippet's Block() defaults
+
+pytestmark = pytest.mark.snippet("snippets/several_gpus/tensor_parallelism.py")
+
+CLAIMS = {
+    "speedup_4gpus_min": 1.5,  # the block on 4 GPUs against one, tensor parallel
+}
+
+
+@pytest.fixture(scope="module", params=PROCESSES, ids=process_id)
+def ranks(request, tmp_path_factory):
+    """What each of n ranks saw: n = 2 and 4 CPU processes (gloo), and as many GPUs (NCCL)
+    where the machine has them (the others are skipped, and listed by make test-gpu)."""
+    backend, n = request.param
+    out = tmp_path_factory.mktemp(f"tp-{backend}-{n}")
+    # gloo: hide the GPUs, so the script takes the CPU path even on a GPU machine
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           **({"CUDA_VISIBLE_DEVICES": ""} if backend == "gloo" else {})}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         str(n), Path(__file__).resolve(), out],
+        cwd=out, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
+    assert {s["backend"] for s in seen} == {backend}  # NCCL ran on GPUs, not on a fallback
+    return seen
+
+
+@pytest.mark.parametrize("plan", ["tensor_parallel", "sequence_parallel"])
+def test_split_block_computes_what_the_whole_block_computes_on_every_rank(ranks, plan):
+    assert all(r[plan] == {"output_equal": True, "grads_equal": True} for r in ranks), ranks
+
+
+def test_dtensor_layouts_keep_the_global_shape_and_split_the_local_one(ranks):
+    n = len(ranks)
+    for r in ranks:
+        assert r["tour"] == {"rows_local": [8 // n, 4], "cols_local": [8, 4 // n],
+                             "copy_local": [8, 4], "global": [8, 4],
+                             "same_sum": True, "rows_to_cols": True}
+
+
+def test_each_rank_holds_its_share_of_every_split_weight(ranks):
+    n = len(ranks)
+    for r in ranks:
+        held = r["held"]
+        for name in ("attn.q.weight", "attn.k.weight", "attn.v.weight"):
+            assert held[name] == [[DIM // n, DIM], [DIM, DIM], "S(0)"]  # its heads' rows
+        assert held["attn.out.weight"] == [[DIM, DIM // n], [DIM, DIM], "S(1)"]
+        assert held["mlp.up.weight"] == [[HIDDEN // n, DIM], [HIDDEN, DIM], "S(0)"]
+        assert held["mlp.down.weight"] == [[DIM, HIDDEN // n], [DIM, HIDDEN], "S(1)"]
+        assert held["mlp.down.bias"] == [[DIM], [DIM], "R"]  # added once, after the sum
+        assert held["attn_norm.weight"] == [[DIM], [DIM], "whole"]
+
+
+def test_forward_sends_two_all_reduces_or_two_gathers_and_two_scatters(ranks):
+    for r in ranks:
+        assert r["sends_tp"]["forward"] == {"all_reduce": 2}
+        assert r["sends_sp"]["forward"] == {"all_gather_into_tensor": 2,
+                                            "reduce_scatter_tensor": 2}
+        # backward: one reduce of the input gradient per layer that made the input a DTensor
+        # (q, k, v and up: four), or, with sequence parallelism, the mirror of the forward
+        assert r["sends_tp"]["backward"] == {"all_reduce": 4}
+        assert r["sends_sp"]["backward"] == r["sends_sp"]["forward"]
+
+
+def test_fsdp2_with_tp_on_a_2d_mesh_trains_like_one_device(ranks):
+    assert all(r["two_d"] is True for r in ranks)
+
+
+# --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
+
+def test_four_gpus_run_the_block_faster_than_one(measured):
+    one, four = "tensor_parallelism.step[one-1gpu]", "tensor_parallelism.step[tp-4gpus]"
+    for run in measured(one, four):
+        assert run.value(one) / run.value(four) >= CLAIMS["speedup_4gpus_min"], str(run)
+
+
+# --- The worker ----------------------------------------------------------------------------------
+
+def rank_checks(out_dir):
+    import torch
+    import torch.distributed as dist
+
+    from snippets.several_gpus import tensor_parallelism as tp
+
+    mesh, device = tp.start_mesh()
+    rank, n = dist.get_rank(), dist.get_world_size()
+    seen = {"tour": tp.dtensor_tour(mesh),
+            "tensor_parallel": tp.compare_with_one_device(tp.tensor_parallel, mesh, device),
+            "sequence_parallel": tp.compare_with_one_device(tp.sequence_parallel, mesh, device,
+                                                            sequence_split=True)}
+    torch.manual_seed(1)
+    x = torch.randn(2, 16, DIM, device=device)
+    seen["sends_tp"] = tp.what_a_step_sends(tp.tensor_parallel(tp.Block().to(device), mesh), x)
+    mine = x.chunk(n, dim=1)[rank]
+    seen["sends_sp"] = tp.what_a_step_sends(tp.sequence_parallel(tp.Block().to(device), mesh),
+                                            mine)
+    seen["held"] = tp.what_this_rank_holds(tp.tensor_parallel(tp.Block().to(device), mesh))
+    mesh_2d = tp.init_device_mesh(device.type, (n // 2, 2), mesh_dim_names=("dp", "tp"))
+    seen["two_d"] = tp.train_step_2d(mesh_2d, device)
+    seen["backend"] = dist.get_backend()
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(seen, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    rank_checks(sys.argv[1])
