@@ -89,7 +89,7 @@ SIDE = 64 if BIG else 16  # images are 3 x SIDE x SIDE
 
 
 class Augmented(Dataset):
-    """Each image costs about a millisecond of Python on a server core, as decoding and
+    """Each image costs milliseconds of Python on a server core, as decoding and
     augmenting a real image does."""
 
     def __init__(self, count):
@@ -205,16 +205,17 @@ def train_fp32(model, optimizer, batches, max_norm=1.0):
     return torch.stack(losses)
 
 
-def make_problem(steps=20, width=2048 if BIG else 64, batch=4096 if BIG else 64):
-    """A model, its SGD optimizer and `steps` batches of a learnable synthetic task."""
+def make_problem(steps=20, width=4096 if BIG else 64, batch=16384 if BIG else 64):
+    """A model, its SGD optimizer and `steps` batches of a learnable synthetic task,
+    large enough on a GPU that the GPU, not Python, sets the pace of every step."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(width, width), nn.GELU(),
                           nn.Linear(width, width), nn.GELU(),
                           nn.Linear(width, CLASSES)).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
-    teacher = torch.randn(width, CLASSES)  # labels: a fixed linear rule of the inputs
-    data = [(x.to(device), (x @ teacher).argmax(1).to(device))
-            for x in torch.randn(4, batch, width)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9,
+                                fused=device.type == "cuda")  # one kernel for the update
+    teacher = torch.randn(width, CLASSES, device=device)  # labels: a fixed linear rule
+    data = [(x, (x @ teacher).argmax(1)) for x in torch.randn(4, batch, width, device=device)]
     return model, optimizer, [data[i % 4] for i in range(steps)]  # four batches, cycled
 # --8<-- [end:loop_before]
 

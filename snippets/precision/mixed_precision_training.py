@@ -13,12 +13,14 @@ import torch.nn.functional as F
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
-# Large enough on a GPU for the matrix products to dominate; tiny on a CPU.
+# On a GPU, large enough that the GPU, not Python launching kernels, sets the pace of
+# a step, in every precision; tiny on a CPU.
 if device.type == "cuda":
-    SIZES = dict(vocab=8192, width=1024, depth=8, heads=16, seq=512)
+    SIZES = dict(vocab=8192, width=2048, depth=4, heads=16, seq=512)
+    BATCH = 16  # sequences per step
 else:
     SIZES = dict(vocab=128, width=32, depth=2, heads=2, seq=16)
-BATCH = 8  # sequences per step
+    BATCH = 8
 STEPS = 30 if device.type == "cuda" else 12  # training steps per variant
 # --8<-- [end:setup]
 
@@ -193,6 +195,36 @@ def train(variant, steps, seed=0):
                   for i in range(steps)]
     return torch.stack(losses).float().cpu()
 # --8<-- [end:variants]
+
+
+# --8<-- [start:breakdown]
+from torch.profiler import ProfilerActivity, profile
+
+PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm"}  # Linear layers, forward and backward
+
+
+def time_shares(step, *args, steps=3):
+    """Where the device time of `step(*args)` goes, from the profiler: shares of matrix
+    products, attention and everything else, and the device time per step in seconds.
+    Each operator counts the kernels it launched itself (on a CPU, its own time)."""
+    cuda = device.type == "cuda"
+    step(*args)  # a warm-up, outside the profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step(*args)
+        if cuda:
+            torch.cuda.synchronize()
+    totals = {"products": 0.0, "attention": 0.0, "other": 0.0}
+    for op in prof.key_averages():
+        if op.device_type != torch.autograd.DeviceType.CPU:
+            continue  # a kernel's own row: already counted by the operator that launched it
+        kind = ("products" if op.key in PRODUCTS else
+                "attention" if "attention" in op.key else "other")
+        totals[kind] += op.self_device_time_total if cuda else op.self_cpu_time_total
+    whole = sum(totals.values())
+    return {kind: t / whole for kind, t in totals.items()}, whole / steps / 1e6
+# --8<-- [end:breakdown]
 
 
 # --8<-- [start:skip]
