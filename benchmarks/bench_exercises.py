@@ -37,9 +37,11 @@ WORDS = {"before": "before", "after": "after", "autocast-only": "autocast alone"
              "`num_workers=4`, pinned memory, `non_blocking` copies"}
 
 
-# Measures the host, not the GPU (fieldguide/host_bound.py): the page says so and shows the
-# spread over machine leases.
-HOST_BOUND = {"loader": "Python producing images, worker processes and page-locking batches"}
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "loader": "Python producing images, worker processes and page-locking batches",
+}
 
 
 def sgd(model):
