@@ -44,7 +44,7 @@ def median_seconds(fn, *args, repeats=5, warmup=2):
 # --8<-- [start:a_before]
 # Exercise 1: a classifier for tabular data. What keeps it off the Tensor Cores?
 FEATURES, CLASSES = 1024, 16
-ROWS = 8192 if BIG else 256
+ROWS = 32768 if BIG else 256
 table = torch.randn(ROWS, FEATURES, device=device)  # the whole dataset, on the GPU
 labels = torch.randint(CLASSES, (ROWS,), device=device)
 
@@ -143,7 +143,7 @@ loader_after = DataLoader(
 # --8<-- [start:c_before]
 # Exercise 3: a next-token model with GPT-2's vocabulary. Which sizes hurt?
 VOCAB = 50257  # the tokenizer's size, and an odd number
-TOKENS = 4096 if BIG else 64  # tokens per batch
+TOKENS = 16384 if BIG else 64  # tokens per batch
 
 
 class TokenModel(nn.Module):

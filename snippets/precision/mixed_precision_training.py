@@ -18,9 +18,11 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 if device.type == "cuda":
     SIZES = dict(vocab=8192, width=2048, depth=4, heads=16, seq=512)
     BATCH = 16  # sequences per step
+    LR = 5e-4  # Adam moves every weight by about LR a step: wider layers want less
 else:
     SIZES = dict(vocab=128, width=32, depth=2, heads=2, seq=16)
     BATCH = 8
+    LR = 1e-3
 STEPS = 30 if device.type == "cuda" else 12  # training steps per variant
 # --8<-- [end:setup]
 
@@ -179,7 +181,7 @@ def make_training(variant, seed=0):
     """Model, optimizer and scaler for one variant; only fp16 needs a GradScaler."""
     model = make_model(seed)
     fused = device.type == "cuda"  # one kernel for all parameters' updates
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, fused=fused)
     dtype = VARIANTS[variant][1]
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     return model, optimizer, scaler
@@ -198,23 +200,30 @@ def train(variant, steps, seed=0):
 
 
 # --8<-- [start:breakdown]
+import time
+
 from torch.profiler import ProfilerActivity, profile
 
 PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm"}  # Linear layers, forward and backward
 
 
 def time_shares(step, *args, steps=3):
-    """Where the device time of `step(*args)` goes, from the profiler: shares of matrix
-    products, attention and everything else, and the device time per step in seconds.
-    Each operator counts the kernels it launched itself (on a CPU, its own time)."""
+    """Where the device's time in `step(*args)` goes, from the profiler: the shares of
+    matrix products, attention and the rest, and the share of the wall-clock time the
+    device was busy at all. Each operator counts the kernels it launched itself (on a
+    CPU, its own time)."""
     cuda = device.type == "cuda"
     step(*args)  # a warm-up, outside the profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
         for _ in range(steps):
             step(*args)
         if cuda:
             torch.cuda.synchronize()
+        wall_us = (time.perf_counter() - start) * 1e6  # the profiler counts microseconds
     totals = {"products": 0.0, "attention": 0.0, "other": 0.0}
     for op in prof.key_averages():
         if op.device_type != torch.autograd.DeviceType.CPU:
@@ -222,8 +231,8 @@ def time_shares(step, *args, steps=3):
         kind = ("products" if op.key in PRODUCTS else
                 "attention" if "attention" in op.key else "other")
         totals[kind] += op.self_device_time_total if cuda else op.self_cpu_time_total
-    whole = sum(totals.values())
-    return {kind: t / whole for kind, t in totals.items()}, whole / steps / 1e6
+    busy = sum(totals.values())
+    return {kind: t / busy for kind, t in totals.items()}, busy / wall_us
 # --8<-- [end:breakdown]
 
 
