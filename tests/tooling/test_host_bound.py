@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from fieldguide import ROOT, host_bound, shortcodes
+from fieldguide import ROOT, host_bound, report, shortcodes
 from fieldguide.codekey import code_keys
 from fieldguide.timings import CodeKeys, Timings, benchmark_location
 from tests.helpers import fake_benchmark, fake_run, write_run
@@ -83,6 +83,14 @@ def test_a_ratio_of_host_bound_numbers_is_taken_within_each_run(tmp_path):
     text, _ = build.render_page(
         "<!-- timing-ratio: x.copy[h2d-pageable] x.launch .2f -->", "p.md", "p/")
     assert text.startswith("2.00"), text
+
+
+def test_the_report_tells_host_bound_disagreements_apart(tmp_path):
+    three_leases(tmp_path, launch=[1e-5, 3e-5, 2e-5], matmul=[1e-3, 2e-3, 1e-3])
+    text = "\n".join(report.report(Timings.for_gpu("fake-gpu-9000", tmp_path / "timings")))
+    assert "runs disagree by more than 20%: 2 (1 marked host-bound" in text
+    assert "x.launch: 10 µs, 30 µs, 20 µs  [host-bound]" in text
+    assert "x.matmul: 1 ms, 2 ms, 1 ms\n" in text + "\n"
 
 
 def test_a_malformed_declaration_is_an_error(tmp_path):
