@@ -24,7 +24,15 @@ import ast
 from functools import cache
 from pathlib import Path
 
-from fieldguide.timings import Benchmark, benchmark_location, format_value, matches
+from fieldguide.timings import (
+    DERIVED_FIELDS,
+    SUFFIXES,
+    TIME_FIELDS,
+    Benchmark,
+    benchmark_location,
+    format_value,
+    matches,
+)
 
 
 @cache
@@ -59,6 +67,14 @@ def unmatched_keys(path: Path, names: list[str]) -> list[str]:
     a misspelt key would mark nothing, silently."""
     return [key for key in declarations(path)
             if not any(key == name.split("[", 1)[0] or matches(key, name) for name in names)]
+
+
+def measured_field(field: str) -> bool:
+    """A time, a quantity derived from one, or a recorded field with a unit (`step_us`,
+    `items_per_s`): what moves with the host. A setting the benchmark recorded
+    (`num_workers`, `bytes`) does not."""
+    return (field in (*TIME_FIELDS, *DERIVED_FIELDS)
+            or any(field.endswith(suffix) for suffix in SUFFIXES))
 
 
 def machines(bench: Benchmark) -> int:

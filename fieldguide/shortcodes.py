@@ -314,7 +314,7 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
     unit = unit if unit in ("", "×", "%") else f" {unit}"
     text = format_value(field_name, bench.value(field_name), spec[0] if spec else None) + unit
     host = host_bound.host_bound(bench, build.root)
-    if host and isinstance(bench.value(field_name), (int, float)):
+    if host and host_bound.measured_field(field_name):
         note = host_bound.spread_note(bench, field_name, spec[0] if spec else None, unit)
         title = html.escape(f"Measures the host ({host}). Hosts: "
                             + " · ".join(host_bound.hosts([bench])), quote=True)

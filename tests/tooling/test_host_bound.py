@@ -64,6 +64,13 @@ def test_a_host_bound_number_shows_its_whole_range_and_machines(tmp_path):
     assert "\n\n1 ms\n" in text  # the GPU-bound one: its runs agree, no range
 
 
+def test_a_setting_of_a_host_bound_benchmark_reads_plainly(tmp_path):
+    """What the benchmark was set to (`kind`, recorded) is no measurement of the host."""
+    build = three_leases(tmp_path, **{"copy[h2d-pageable]": [1e-3, 2e-3, 3e-3]})
+    text, _ = build.render_page("<!-- timing-value: x.copy[h2d-pageable] kind -->", "p.md", "p/")
+    assert text.startswith("h2d-pageable\n"), text
+
+
 def test_a_table_marks_host_bound_rows_and_names_the_hosts(tmp_path):
     build = three_leases(tmp_path, launch=[10e-6, 30e-6, 20e-6], matmul=[1e-3, 1e-3, 1e-3])
     text, page = build.render_page("<!-- timing-table: x.* -->", "p.md", "p/")
