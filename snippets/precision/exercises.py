@@ -212,10 +212,12 @@ def make_problem(steps=20, width=4096 if BIG else 64, batch=16384 if BIG else 64
     model = nn.Sequential(nn.Linear(width, width), nn.GELU(),
                           nn.Linear(width, width), nn.GELU(),
                           nn.Linear(width, CLASSES)).to(device)
+    # fused: one kernel updates every weight, and checks for inf there, not on the host
     optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9,
-                                fused=device.type == "cuda")  # one kernel for the update
+                                fused=device.type == "cuda")
     teacher = torch.randn(width, CLASSES, device=device)  # labels: a fixed linear rule
-    data = [(x, (x @ teacher).argmax(1)) for x in torch.randn(4, batch, width, device=device)]
+    data = [(x, (x @ teacher).argmax(1))
+            for x in torch.randn(4, batch, width, device=device)]
     return model, optimizer, [data[i % 4] for i in range(steps)]  # four batches, cycled
 # --8<-- [end:loop_before]
 

@@ -204,7 +204,8 @@ import time
 
 from torch.profiler import ProfilerActivity, profile
 
-PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm"}  # Linear layers, forward and backward
+# The operators of matrix products: Linear layers, forward and backward
+PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm"}
 
 
 def time_shares(step, *args, steps=3):
@@ -223,11 +224,11 @@ def time_shares(step, *args, steps=3):
             step(*args)
         if cuda:
             torch.cuda.synchronize()
-        wall_us = (time.perf_counter() - start) * 1e6  # the profiler counts microseconds
+        wall_us = (time.perf_counter() - start) * 1e6  # the profiler counts in µs
     totals = {"products": 0.0, "attention": 0.0, "other": 0.0}
     for op in prof.key_averages():
         if op.device_type != torch.autograd.DeviceType.CPU:
-            continue  # a kernel's own row: already counted by the operator that launched it
+            continue  # a kernel's own row: counted with the operator that launched it
         kind = ("products" if op.key in PRODUCTS else
                 "attention" if "attention" in op.key else "other")
         totals[kind] += op.self_device_time_total if cuda else op.self_cpu_time_total
