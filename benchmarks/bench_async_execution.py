@@ -26,6 +26,15 @@ LABELS = {
 }
 WORDS = {"cached": "from PyTorch's cache", "fresh": "by growing the pool (`cudaMalloc`)"}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "queue[launch]": "Python and kernel launches",
+    "alloc": "the caching allocator and cudaMalloc",
+    "launch_blocking": "starting processes and CUDA in them",
+    "train_loop[every-step]": "Python waiting on the GPU every step",
+}
+
 STEPS = 100  # training steps per timed round
 
 

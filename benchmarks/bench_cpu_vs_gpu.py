@@ -26,6 +26,14 @@ LABELS = {
 }
 WORDS = {"cpu": "CPU", "gpu": "GPU"}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "device": "Python asking the driver for the GPU's properties",
+    "tiny_op": "Python, one kernel launch and the wait for it (on the GPU)",
+    "triad[cpu]": "the host CPU's own work",
+}
+
 COPY_BYTES = 2**30       # 1 GiB buffer: far beyond the L2, so the copy streams from HBM
 TRIAD_ELEMENTS = 2**26   # 64 Mi float32 per array, 768 MiB of traffic per call
 MATMUL_N = 8192

@@ -15,6 +15,13 @@ pytestmark = pytest.mark.snippet("snippets/execution/cuda_graphs.py")
 LABELS = {"chain": "Chain of {ops} operations, {mode}"}
 WORDS = {"eager": "eager", "graph": "CUDA graph"}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "chain[eager-*]": "Python and kernel launches",
+    "chain[graph-4ops]": "Python and one graph launch",
+}
+
 CASES = [(mode, steps) for steps in (1, 5, 25, snippet.STEPS) for mode in ("eager", "graph")]
 
 

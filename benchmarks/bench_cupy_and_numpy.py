@@ -38,6 +38,17 @@ WORDS = {
     "pinned": "into a pinned array made once",
 }
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "matmul_numpy": "the host CPU's own work",
+    "first_call": "loading CUDA libraries and compiling kernels on the host",
+    "transfer": "copies staged through pageable host memory",
+    "to_host[fresh]": "allocating and touching new host memory",
+    "to_host[pageable]": "copies staged through pageable host memory",
+    "exchange[from_dlpack]": "Python wrapping one array in another",
+}
+
 cp = snippet.cp
 N = 16000  # the seed's matrix size
 DTYPES = {"fp64": np.float64, "fp32": np.float32}

@@ -20,6 +20,16 @@ LABELS = {
 }
 WORDS = {}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "loader": "Python producing items, worker processes and page-locking",
+    "first_batch": "starting worker processes and Python producing items",
+    "augment": "Python and kernel launches per batch",
+    "worker_start": "starting worker processes",
+    "cuda_worker_memory": "starting processes and CUDA in them",
+}
+
 WORKERS = [0, 1, 2, 4, 8]
 
 

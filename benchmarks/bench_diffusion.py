@@ -35,6 +35,25 @@ WORDS = {
     "copy": "copy (the ceiling)",
 }
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "step[numpy_seed-*]": "the host CPU's own work",
+    "step[torch_compile-*]": "Python and kernel launches",
+    "step[torch_seed-320]": "Python and kernel launches",
+    "step[torch_seed-640]": "Python and kernel launches",
+    "step[torch_seed-1280]": "Python and kernel launches",
+    "step[torch_slices-320]": "Python and kernel launches",
+    "step[torch_slices-640]": "Python and kernel launches",
+    "step[torch_slices-1280]": "Python and kernel launches",
+    "step[cupy_kernel-320]": "Python and kernel launches",
+    "step[cupy_kernel-640]": "Python and kernel launches",
+    "step[cupy_kernel-1280]": "Python and kernel launches",
+    "copy_ceiling[320]": "Python and kernel launches",
+    "copy_ceiling[640]": "Python and kernel launches",
+    "copy_ceiling[1280]": "Python and kernel launches",
+}
+
 GRIDS = [320, 640, 1280, 2560, 4096]
 STEPS = 100  # steps per timed round: even (ping-pong buffers) and a multiple of PER_GRAPH
 PER_GRAPH = 20  # steps recorded in one CUDA graph

@@ -23,6 +23,16 @@ LABELS = {
 }
 WORDS = {}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "record": "Python recording events",
+    "query": "Python polling an event",
+    "cpu_work": "the host CPU's own work",
+    "wait[event]": "Python waiting on an event",
+    "overlap[synchronize]": "the host's work, done after the GPU's",
+}
+
 OPS = 1000  # records or queries per timed round
 
 

@@ -1,12 +1,21 @@
 """Benchmarks behind docs/precision/exercises.md: each exercise's setup before and after the fix.
 
-`mlp`: one training step of exercise 1's classifier (hidden 4095, float32 / 4096, bf16).
+`mlp`: one training step of exercise 1's classifier: hidden width 4095 in float32 (before),
+4095 under bfloat16 autocast (the dtype fix alone), 4096 under autocast (both fixes).
 `loader`: one epoch of exercise 2 (num_workers=0, pageable, blocking / workers, pinned,
-non_blocking); `ops` = images, so `per_op` is the time per image.
-`tokens`: one training step of exercise 3's model (vocabulary 50257 and width 1000, float32 /
-50304 and 1024, bf16). `loop`: exercise 4's 20 steps, float32 / fp16 with GradScaler.
-Budget on an H100: about 15 s, most of it exercise 2's epochs without workers.
+non_blocking); `ops` = images, so `per_op` is the time per image. It measures the host (Python
+producing images, worker processes, pinning): HOST_BOUND says so on the page.
+`tokens`: one training step of exercise 3's model: vocabulary 50257 and width 1000 in float32,
+the same under bfloat16 autocast, then 50304 and 1024 under autocast.
+`loop`: exercise 4's 20 steps, float32 / fp16 with GradScaler.
+`device_busy_pct` (mlp, tokens, loop): the share of the wall-clock time of two profiled calls
+that kernels took, so near 100 % says the GPU, not the host launching its kernels, set the pace
+(the profiler adds host time, so this errs low).
+Budget on an H100: about 40 s, most of it exercise 2's epochs without workers and exercise 4's
+float32 loop.
 """
+
+import time
 
 import pytest
 import torch
@@ -23,7 +32,7 @@ LABELS = {
               "{dtype}",
     "loop": "Exercise 4, {steps} training steps: {version}",
 }
-WORDS = {"before": "before", "after": "after",
+WORDS = {"before": "before", "after": "after", "autocast-only": "autocast alone",
          "fp32": "float32 loop", "mixed": "mixed precision (fp16, GradScaler)",
          "num_workers=0, pageable memory, blocking copies":
              "`num_workers=0`, pageable memory, blocking copies",
@@ -31,20 +40,56 @@ WORDS = {"before": "before", "after": "after",
              "`num_workers=4`, pinned memory, `non_blocking` copies"}
 
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "loader": "Python producing images, worker processes and page-locking batches",
+}
+
+
 def sgd(model):
     return torch.optim.SGD(model.parameters(), lr=0.01)
 
 
-@pytest.mark.parametrize("version", ["before", "after"])
+def device_busy(fn, *args, calls=2):
+    """The share of the wall-clock time of `calls` calls of fn(*args) that kernels took,
+    from the profiler (after one warm-up call): near 1, the GPU set the pace."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn(*args)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        torch.cuda.synchronize()
+        wall_us = (time.perf_counter() - start) * 1e6
+    kernels_us = sum(op.self_device_time_total for op in prof.key_averages()
+                     if op.device_type == torch.autograd.DeviceType.CPU)
+    return kernels_us / wall_us
+
+
+def record_device_busy(gpu_benchmark, fn, *args):
+    gpu_benchmark.extra_info["device_busy_pct"] = 100 * device_busy(fn, *args)
+
+
+MLP = {"before": ("mlp_before", "mlp_step_before", "float32"),
+       "autocast-only": (None, "mlp_step_after", "bfloat16"),  # width 4095, as before
+       "after": ("mlp_after", "mlp_step_after", "bfloat16")}
+
+
+@pytest.mark.parametrize("version", list(MLP))
 def bench_mlp(gpu_benchmark, version):
-    model = snippet.mlp_before if version == "before" else snippet.mlp_after
-    step = snippet.mlp_step_before if version == "before" else snippet.mlp_step_after
+    model_name, step_name, dtype = MLP[version]
+    model = getattr(snippet, model_name) if model_name else snippet.make_mlp(hidden=4095)
+    step = getattr(snippet, step_name)
     gpu_benchmark.extra_info.update(
         version=version, hidden=model[2].in_features, rows=snippet.ROWS,
-        dtype="float32" if version == "before" else "bfloat16", shape=list(snippet.table.shape))
+        dtype=dtype, shape=list(snippet.table.shape))
     torch.cuda.reset_peak_memory_stats()
     gpu_benchmark(step, model, sgd(model), rounds=20, warmup_rounds=3)
     gpu_benchmark.extra_info["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
+    record_device_busy(gpu_benchmark, step, model, sgd(model))
 
 
 @pytest.mark.parametrize("version", ["before", "after"])
@@ -61,19 +106,26 @@ def bench_loader(gpu_benchmark, version):
                   warmup_rounds=1)
 
 
-@pytest.mark.parametrize("version", ["before", "after"])
+TOKENS = {"before": ("token_model_before", "token_step_before", "float32"),
+          "autocast-only": (None, "token_step_after", "bfloat16"),  # sizes as before
+          "after": ("token_model_after", "token_step_after", "bfloat16")}
+
+
+@pytest.mark.parametrize("version", list(TOKENS))
 def bench_tokens(gpu_benchmark, version):
-    model = snippet.token_model_before if version == "before" else snippet.token_model_after
-    step = snippet.token_step_before if version == "before" else snippet.token_step_after
+    model_name, step_name, dtype = TOKENS[version]
+    model = (getattr(snippet, model_name) if model_name else
+             snippet.TokenModel(snippet.VOCAB, width=1000).to(snippet.device))
+    step = getattr(snippet, step_name)
     vocab, width = model.head.out_features, model.head.in_features
     gpu_benchmark.extra_info.update(
-        version=version, vocab=vocab, width=width, tokens=snippet.TOKENS,
-        dtype="float32" if version == "before" else "bfloat16",
+        version=version, vocab=vocab, width=width, tokens=snippet.TOKENS, dtype=dtype,
         flops=6 * snippet.TOKENS * (width * width + width * vocab))
     torch.cuda.reset_peak_memory_stats()
     gpu_benchmark(step, model, sgd(model), snippet.tokens, snippet.targets, rounds=20,
                   warmup_rounds=3)
     gpu_benchmark.extra_info["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
+    record_device_busy(gpu_benchmark, step, model, sgd(model), snippet.tokens, snippet.targets)
 
 
 @pytest.mark.parametrize("version", ["fp32", "mixed"])
@@ -86,3 +138,4 @@ def bench_loop(gpu_benchmark, version):
     torch.cuda.reset_peak_memory_stats()
     gpu_benchmark(train, model, optimizer, batches, rounds=5, warmup_rounds=1)
     gpu_benchmark.extra_info["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
+    record_device_busy(gpu_benchmark, train, model, optimizer, batches)

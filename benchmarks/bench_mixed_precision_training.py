@@ -6,7 +6,12 @@ model's flops per step (snippet.step_flops), so `tflops` is its throughput; `tok
 `peak_memory_gib` counts everything allocated (weights, optimizer state, activations);
 `final_loss` is the loss of the last timed step. The autocast variants also record the dtype
 each kind of module produced (fields named after the modules).
-Budget on an H100: about 10 s, most of it the fp32 steps.
+`products_pct`, `attention_pct`, `other_pct`: shares of the step's device time (kernels) spent
+in matrix products, attention and everything else, from the profiler (snippet.time_shares);
+`device_busy_pct`: the share of the profiled steps' wall-clock time the kernels took, so near
+100 % says the GPU, not the host launching its kernels, set the step's pace (the profiler adds
+host time, so this errs low).
+Budget on an H100: about 20 s, most of it the fp32 steps.
 """
 
 import pytest
@@ -47,7 +52,11 @@ def bench_train_step(gpu_benchmark, variant):
     with snippet.fp32_matmul_precision(mode):
         loss = gpu_benchmark(snippet.train_step, model, optimizer, scaler, tokens[0],
                              targets[0], dtype, rounds=20, warmup_rounds=5)
-    info.update(peak_memory_gib=torch.cuda.max_memory_allocated() / 2**30,
-                final_loss=loss.item(), steps=25)
+        info.update(peak_memory_gib=torch.cuda.max_memory_allocated() / 2**30,
+                    final_loss=loss.item(), steps=25)
+        shares, busy = snippet.time_shares(snippet.train_step, model, optimizer, scaler,
+                                           tokens[0], targets[0], dtype)
+    info.update({f"{kind}_pct": 100 * share for kind, share in shares.items()},
+                device_busy_pct=100 * busy)
     if scaler.is_enabled():
         info["final_scale"] = scaler.get_scale()

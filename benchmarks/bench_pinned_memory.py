@@ -26,6 +26,20 @@ WORDS = {"h2d": "Host → device", "d2h": "Device → host",
          "pageable, non_blocking=True": "pageable, non-blocking",
          "pinned, non_blocking=True": "pinned, non-blocking"}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "copy[*-pageable-*]": "copies staged through pageable host memory",
+    "copy[*-pinned-*KiB]": "Python and the copy's launch",
+    "pin": "the host copying into page-locked memory",
+    "pinning": "page-locking host memory",
+    "return": "the host until `.to()` returns",
+    "return_busy[pinned-non_blocking-*]": "Python queueing a copy",
+    "return_busy[pageable-non_blocking-*KiB]": "the host staging a small copy",
+    "return_busy[pageable-non_blocking-1MiB]": "the host staging a small copy",
+    "cpu_work": "the host CPU's own work",
+}
+
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 SIZES = [KiB * 4**i for i in range(11)]  # 1 KiB ... 1 GiB
 

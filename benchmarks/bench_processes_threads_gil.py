@@ -38,6 +38,16 @@ LABELS = {
 }
 WORDS = {}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "pure_python": "the host CPU's own work",
+    "single_task": "the host CPU's own work",
+    "numpy_sort": "the host CPU's own work",
+    "tiny_tasks": "Python and inter-process messages",
+    "speedup_interleaved": "the host CPU's own work",
+}
+
 WORKERS = 4
 TASKS = [1_000_000] * WORKERS            # four equal pure-Python tasks
 SORT_SIZE = 4_000_000                    # float64 elements per array (32 MB)

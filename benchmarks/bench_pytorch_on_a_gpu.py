@@ -12,6 +12,12 @@ LABELS = {"create": "{fill}, {bytes} of float32, {where}"}
 WORDS = {"zeros": "`torch.zeros`", "randn": "`torch.randn`",
          "on-device": "created on the GPU", "cpu-then-to": "created on the CPU, then moved"}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "create[*-cpu-then-to]": "filling host memory and a pageable copy",
+}
+
 SHAPE = (4096, 4096)  # float32: 64 MiB
 
 

@@ -21,6 +21,13 @@ LABELS = {
 }
 WORDS = {}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "launch_only": "Python and kernel launches",
+    "first_call": "loading CUDA libraries and modules on the host",
+}
+
 ROUNDS = 50
 
 

@@ -20,6 +20,22 @@ LABELS = {
 }
 WORDS = {}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "p2p_copy[1KiB]": "Python and the copy's launch",
+    "p2p_copy[4KiB]": "Python and the copy's launch",
+    "p2p_copy[16KiB]": "Python and the copy's launch",
+    "p2p_copy[64KiB]": "Python and the copy's launch",
+    "p2p_copy[256KiB]": "Python and the copy's launch",
+    "all_reduce[1KiB]": "Python, launches and NCCL's per-call latency",
+    "all_reduce[4KiB]": "Python, launches and NCCL's per-call latency",
+    "all_reduce[16KiB]": "Python, launches and NCCL's per-call latency",
+    "all_reduce[64KiB]": "Python, launches and NCCL's per-call latency",
+    "all_reduce[256KiB]": "Python, launches and NCCL's per-call latency",
+    "all_reduce[1MiB]": "Python, launches and NCCL's per-call latency",
+}
+
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 SIZES = [KiB * 4**i for i in range(11)]  # 1 KiB ... 1 GiB
 

@@ -39,6 +39,32 @@ WORDS = {
     "after-cpu-passive": "right after a CPU operation, OpenMP threads not spinning",
 }
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {
+    "elementwise[cpu-*]": "the host CPU's own work",
+    "matmul[cpu-*]": "the host CPU's own work",
+    "elementwise[gpu-transfers-*]": "copies staged through pageable host memory",
+    "matmul[gpu-transfers-*]": "copies staged through pageable host memory",
+    "elementwise[gpu-resident-1024]": "Python and kernel launches",
+    "elementwise[gpu-resident-4096]": "Python and kernel launches",
+    "elementwise[gpu-resident-16384]": "Python and kernel launches",
+    "elementwise[gpu-resident-65536]": "Python and kernel launches",
+    "elementwise[gpu-resident-262144]": "Python and kernel launches",
+    "elementwise[gpu-resident-1048576]": "Python and kernel launches",
+    "elementwise[gpu-resident-4194304]": "Python and kernel launches",
+    "matmul[gpu-resident-32]": "Python and kernel launches",
+    "matmul[gpu-resident-64]": "Python and kernel launches",
+    "matmul[gpu-resident-128]": "Python and kernel launches",
+    "matmul[gpu-resident-256]": "Python and kernel launches",
+    "matmul[gpu-resident-512]": "Python and kernel launches",
+    "matmul[gpu-resident-1024]": "Python and kernel launches",
+    "crossover": "the CPU half of the sweep",
+    "sequential": "Python and a kernel launch per step",
+    "supported": "Python checking the device",
+    "small_gpu_op_isolated": "starting a process and CUDA in it",
+}
+
 VARIANTS = {"cpu": "CPU", "gpu-transfers": "GPU incl. transfers", "gpu-resident": "GPU, data resident"}
 
 

@@ -234,9 +234,17 @@ def _all_timings():
     return all_timings()
 
 
+@pytest.fixture(scope="session")
+def _code_keys():
+    from fieldguide.timings import CodeKeys
+
+    return CodeKeys(ROOT)
+
+
 @pytest.fixture
-def measured(request: pytest.FixtureRequest, _all_timings):
-    """`measured(*names)`: every recorded run, of every GPU, that measured all of `names`.
+def measured(request: pytest.FixtureRequest, _all_timings, _code_keys):
+    """`measured(*names)`: every recorded run, of every GPU, that measured all of `names` as
+    their code is now (a GPU whose runs measured older code is left out until re-measured).
 
     A page's claim about measured numbers is checked against each run, not only the newest;
     no run at all is a failure (a claim with nothing behind it), never a silent pass, except
@@ -250,7 +258,7 @@ def measured(request: pytest.FixtureRequest, _all_timings):
 
     def runs(*names: str):
         try:
-            return runs_measuring(_all_timings, *names)
+            return runs_measuring(_all_timings, *names, keys=_code_keys)
         except TimingError as exc:
             if draft:
                 pytest.skip(f"{page_name} is a draft page (draft_docs in mkdocs.yml): "

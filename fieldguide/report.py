@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from fieldguide.host_bound import host_bound
 from fieldguide.timings import DISAGREEMENT, TIMINGS_DIR, TimingError, Timings, all_timings, format_seconds
 
 RUNS_WANTED = 3
@@ -44,10 +45,14 @@ def report(timings: Timings) -> list[str]:
             unsteady.append(bench)
         if len(bench.records) < RUNS_WANTED:
             few.append(bench)
-    lines.append(f"  runs disagree by more than {DISAGREEMENT - 1:.0%}: {len(disagree)}")
+    root = timings.source.parent.parent  # timings/<gpu> of a checkout: its benchmarks' root
+    marked = {b.name for _, b, _ in disagree if host_bound(b, root)}
+    lines.append(f"  runs disagree by more than {DISAGREEMENT - 1:.0%}: {len(disagree)} "
+                 f"({len(marked)} marked host-bound: HOST_BOUND beside the benchmark)")
     for factor, bench, medians in sorted(disagree, key=lambda t: -t[0]):
         shown = ", ".join(format_seconds(m) for m in medians)
-        lines.append(f"    {factor:5.2f}x  {bench.name}: {shown}")
+        tag = "  [host-bound]" if bench.name in marked else ""
+        lines.append(f"    {factor:5.2f}x  {bench.name}: {shown}{tag}")
     if disagree:  # one lease slowest nearly everywhere: that machine, not the method
         slowest = Counter((max(b.records, key=lambda r: r.stats["median"]).run.lease
                            or "not recorded")[:12] for _, b, _ in disagree)

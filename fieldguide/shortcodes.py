@@ -29,11 +29,12 @@ import html
 import importlib
 import re
 import shlex
+import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fieldguide import labels
+from fieldguide import host_bound, labels
 from fieldguide.timings import (
     Benchmark,
     CodeKeys,
@@ -274,18 +275,23 @@ def render_table(code: Shortcode, build: Build, page: Page) -> str:
 def table_markdown(build: Build, benches: list[Benchmark], columns: list[str]) -> str:
     head = "| Benchmark | " + " | ".join(column_label(c) for c in columns) + " |"
     rule = "|:--|" + "--:|" * len(columns)
-    rows, flagged = [], False
+    rows, flagged, host_rows = [], False, {}
     for bench in benches:
         cells = []
+        host = host_bound.host_bound(bench, build.root)
+        if host:
+            host_rows[bench.name] = (bench, host)
         for column in columns:
             if column == "runs":
-                cells.append(_spread_note(bench, "median") or str(len(bench.records)))
+                cells.append(host_bound.spread_note(bench) if host else
+                             _spread_note(bench, "median") or str(len(bench.records)))
                 continue
             cell = format_value(column, bench.value(column))
             # the median's range is the runs column's, if there is one; a spread's is noise
             if column not in ("iqr", "stddev", "rounds") and not (
                     column == "median" and "runs" in columns):
-                spread = _spread_note(bench, column)
+                spread = (host_bound.spread_note(bench, column) if host and column == "median"
+                          else _spread_note(bench, column))
                 cell += f" ({spread})" if spread else ""
             if column == "median" and bench.unsteady():
                 cell += ' <span class="timing-flag" title="rounds spread wider than their median">⚠</span>'
@@ -294,6 +300,9 @@ def table_markdown(build: Build, benches: list[Benchmark], columns: list[str]) -
         rows.append(f"| {build.label(bench)} | " + " | ".join(cells) + " |")
     note = ("\n\n⚠ The rounds of this benchmark spread wider than their median: the median "
             "stands for two kinds of round, and the text says why." if flagged else "")
+    if host_rows:
+        benches_, reasons = zip(*host_rows.values(), strict=True)
+        note += "\n\n" + host_bound.hosts_line(list(benches_), list(reasons))
     return "\n".join(["", head, rule, *rows]) + note + "\n\n"
 
 
@@ -306,6 +315,12 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
     unit = code.options.get("unit", "")
     unit = unit if unit in ("", "×", "%") else f" {unit}"
     text = format_value(field_name, bench.value(field_name), spec[0] if spec else None) + unit
+    host = host_bound.host_bound(bench, build.root)
+    if host and host_bound.measured_field(field_name):
+        note = host_bound.spread_note(bench, field_name, spec[0] if spec else None, unit)
+        title = html.escape(f"Measures the host ({host}). Hosts: "
+                            + " · ".join(host_bound.hosts([bench])), quote=True)
+        return f'{text} <span class="timing-host" title="{title}">({note})</span>'
     spread = _spread_note(bench, field_name, spec[0] if spec else None, unit)
     return f"{text} ({spread})" if spread else text
 
@@ -313,17 +328,19 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
 def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     if len(code.args) not in (2, 3):
         raise ValueError("timing-ratio takes NAME[:FIELD] NAME[:FIELD] [FORMAT]")
-    values, per_run = [], []
+    values, per_run, host = [], [], False
     for operand in code.args[:2]:
         name, _, field_name = operand.partition(":")
         (bench,) = build.benchmarks(code, [name], page)
         values.append(bench.value(field_name or "median"))
         per_run.append({r.run.id: r.value(field_name or "median") for r in bench.records})
+        host = host or host_bound.host_bound(bench, build.root) is not None
     spec = code.args[2] if len(code.args) == 3 else ".2g"
-    text = format(values[0] / values[1], spec)
     # The ratio within each run that measured both: where runs disagree, their range too.
     ratios = [per_run[0][run] / per_run[1][run] for run in per_run[0].keys() & per_run[1].keys()
               if isinstance(per_run[0][run], (int, float)) and per_run[1][run]]
+    # A host-bound number moves with the machine: only a ratio within one run compares alike.
+    text = format(statistics.median(ratios) if host and ratios else values[0] / values[1], spec)
     spread = disagreeing_range(ratios)
     if spread:
         text += f" ({format(spread[0], spec)}–{format(spread[1], spec)} over {len(ratios)} runs)"

@@ -397,11 +397,23 @@ def matches(pattern: str, name: str) -> bool:
     return re.fullmatch(regex, name) is not None
 
 
-def runs_measuring(timings: list[Timings], *names: str) -> list[RunView]:
-    """Every run, of every GPU, whose records of the current code include all of `names`."""
-    found = [view for t in timings for view in t.run_views() if view.has(*names)]
+def runs_measuring(timings: list[Timings], *names: str,
+                   keys: CodeKeys | None = None) -> list[RunView]:
+    """Every run, of every GPU, whose records of the current code include all of `names`.
+
+    With `keys` (the tree's code keys), a GPU whose newest records of one of `names` measured
+    code that has changed since gives no run: its numbers belong to other code, and a claim
+    about this code is checked on the GPUs that measured it, or fails where none has."""
+    found, stale = [], []
+    for t in timings:
+        if keys is not None and any(keys.stale_files(b) for b in t.benchmarks if b.name in names):
+            stale.append(t.slug)
+            continue
+        found += [view for view in t.run_views() if view.has(*names)]
     if not found:
-        raise TimingError(f"no recorded run measured all of {', '.join(names)}")
+        older = (f" with the current code (the runs on {', '.join(stale)} measured code that "
+                 "has changed since: re-measure)" if stale else "")
+        raise TimingError(f"no recorded run measured all of {', '.join(names)}{older}")
     return found
 
 

@@ -44,7 +44,7 @@ def median_seconds(fn, *args, repeats=5, warmup=2):
 # --8<-- [start:a_before]
 # Exercise 1: a classifier for tabular data. What keeps it off the Tensor Cores?
 FEATURES, CLASSES = 1024, 16
-ROWS = 8192 if BIG else 256
+ROWS = 32768 if BIG else 256
 table = torch.randn(ROWS, FEATURES, device=device)  # the whole dataset, on the GPU
 labels = torch.randint(CLASSES, (ROWS,), device=device)
 
@@ -89,7 +89,7 @@ SIDE = 64 if BIG else 16  # images are 3 x SIDE x SIDE
 
 
 class Augmented(Dataset):
-    """Each image costs about a millisecond of Python on a server core, as decoding and
+    """Each image costs milliseconds of Python on a server core, as decoding and
     augmenting a real image does."""
 
     def __init__(self, count):
@@ -143,7 +143,7 @@ loader_after = DataLoader(
 # --8<-- [start:c_before]
 # Exercise 3: a next-token model with GPT-2's vocabulary. Which sizes hurt?
 VOCAB = 50257  # the tokenizer's size, and an odd number
-TOKENS = 4096 if BIG else 64  # tokens per batch
+TOKENS = 16384 if BIG else 64  # tokens per batch
 
 
 class TokenModel(nn.Module):
@@ -205,16 +205,19 @@ def train_fp32(model, optimizer, batches, max_norm=1.0):
     return torch.stack(losses)
 
 
-def make_problem(steps=20, width=2048 if BIG else 64, batch=4096 if BIG else 64):
-    """A model, its SGD optimizer and `steps` batches of a learnable synthetic task."""
+def make_problem(steps=20, width=4096 if BIG else 64, batch=16384 if BIG else 64):
+    """A model, its SGD optimizer and `steps` batches of a learnable synthetic task,
+    large enough on a GPU that the GPU, not Python, sets the pace of every step."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(width, width), nn.GELU(),
                           nn.Linear(width, width), nn.GELU(),
                           nn.Linear(width, CLASSES)).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
-    teacher = torch.randn(width, CLASSES)  # labels: a fixed linear rule of the inputs
-    data = [(x.to(device), (x @ teacher).argmax(1).to(device))
-            for x in torch.randn(4, batch, width)]
+    # fused: one kernel updates every weight, and checks for inf there, not on the host
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9,
+                                fused=device.type == "cuda")
+    teacher = torch.randn(width, CLASSES, device=device)  # labels: a fixed linear rule
+    data = [(x, (x @ teacher).argmax(1))
+            for x in torch.randn(4, batch, width, device=device)]
     return model, optimizer, [data[i % 4] for i in range(steps)]  # four batches, cycled
 # --8<-- [end:loop_before]
 

@@ -13,12 +13,16 @@ import torch.nn.functional as F
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
-# Large enough on a GPU for the matrix products to dominate; tiny on a CPU.
+# On a GPU, large enough that the GPU, not Python launching kernels, sets the pace of
+# a step, in every precision; tiny on a CPU.
 if device.type == "cuda":
-    SIZES = dict(vocab=8192, width=1024, depth=8, heads=16, seq=512)
+    SIZES = dict(vocab=8192, width=2048, depth=4, heads=16, seq=512)
+    BATCH = 16  # sequences per step
+    LR = 5e-4  # Adam moves every weight by about LR a step: wider layers want less
 else:
     SIZES = dict(vocab=128, width=32, depth=2, heads=2, seq=16)
-BATCH = 8  # sequences per step
+    BATCH = 8
+    LR = 1e-3
 STEPS = 30 if device.type == "cuda" else 12  # training steps per variant
 # --8<-- [end:setup]
 
@@ -177,7 +181,7 @@ def make_training(variant, seed=0):
     """Model, optimizer and scaler for one variant; only fp16 needs a GradScaler."""
     model = make_model(seed)
     fused = device.type == "cuda"  # one kernel for all parameters' updates
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, fused=fused)
     dtype = VARIANTS[variant][1]
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     return model, optimizer, scaler
@@ -193,6 +197,44 @@ def train(variant, steps, seed=0):
                   for i in range(steps)]
     return torch.stack(losses).float().cpu()
 # --8<-- [end:variants]
+
+
+# --8<-- [start:breakdown]
+import time
+
+from torch.profiler import ProfilerActivity, profile
+
+# The operators of matrix products: Linear layers, forward and backward
+PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm"}
+
+
+def time_shares(step, *args, steps=3):
+    """Where the device's time in `step(*args)` goes, from the profiler: the shares of
+    matrix products, attention and the rest, and the share of the wall-clock time the
+    device was busy at all. Each operator counts the kernels it launched itself (on a
+    CPU, its own time)."""
+    cuda = device.type == "cuda"
+    step(*args)  # a warm-up, outside the profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(steps):
+            step(*args)
+        if cuda:
+            torch.cuda.synchronize()
+        wall_us = (time.perf_counter() - start) * 1e6  # the profiler counts in µs
+    totals = {"products": 0.0, "attention": 0.0, "other": 0.0}
+    for op in prof.key_averages():
+        if op.device_type != torch.autograd.DeviceType.CPU:
+            continue  # a kernel's own row: counted with the operator that launched it
+        kind = ("products" if op.key in PRODUCTS else
+                "attention" if "attention" in op.key else "other")
+        totals[kind] += op.self_device_time_total if cuda else op.self_cpu_time_total
+    busy = sum(totals.values())
+    return {kind: t / busy for kind, t in totals.items()}, busy / wall_us
+# --8<-- [end:breakdown]
 
 
 # --8<-- [start:skip]
