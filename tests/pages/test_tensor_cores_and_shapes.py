@@ -114,9 +114,50 @@ def test_tf32_is_faster_than_full_float32(snippet):
 
 
 def test_reduced_precision_reductions_are_allowed_by_default(snippet):
-    """The page: float16 and bfloat16 products may sum partial results in 16 bits unless
-    you turn it off; the inputs are not the only rounding."""
-    assert snippet.reduced_precision_reductions() == {"fp16": True, "bf16": True}
+    """The page: float16 and bfloat16 products may sum partial results in 16 bits, and split
+    the shared dimension, unless you turn it off; fp16 accumulation inside a tile is off."""
+    assert snippet.reduced_precision_reductions() == {"fp16": (True, True), "bf16": (True, True)}
+    assert torch.backends.cuda.matmul.allow_fp16_accumulation is False
+
+
+def test_a_plain_false_still_allows_split_k_and_true_false_is_rejected(snippet):
+    """The page: `= False` sets (False, True), float32 sums with split-K still allowed;
+    (True, False) is rejected when set."""
+    settings = torch.backends.cuda.matmul
+    try:
+        settings.allow_bf16_reduced_precision_reduction = False
+        assert snippet.reduced_precision_reductions()["bf16"] == (False, True)
+        with pytest.raises(RuntimeError, match="allow_splitk=False is not supported"):
+            settings.allow_bf16_reduced_precision_reduction = (True, False)
+    finally:
+        settings.allow_bf16_reduced_precision_reduction = (True, True)
+    assert snippet.reduced_precision_reductions()["bf16"] == (True, True)
+
+
+def test_full_precision_reductions_forbid_both_and_restore_them(snippet):
+    before = snippet.reduced_precision_reductions()
+    with snippet.full_precision_reductions():
+        assert snippet.reduced_precision_reductions() == {"fp16": (False, False),
+                                                          "bf16": (False, False)}
+    assert snippet.reduced_precision_reductions() == before
+    with pytest.raises(RuntimeError), snippet.full_precision_reductions():
+        raise RuntimeError("a failing product")
+    assert snippet.reduced_precision_reductions() == before
+
+
+@pytest.mark.gpus(1)
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_full_precision_reductions_run_products_on_cublaslt(snippet, precision):
+    """The page: (False, False) needs the cuBLASLt backend, which the context manager picks
+    for its duration; the products still run and stay within their tolerance."""
+    before = torch.backends.cuda.preferred_blas_library()
+    a, b = snippet.operands(1024, snippet.PRECISIONS[precision][0])
+    with snippet.full_precision_reductions():
+        assert torch.backends.cuda.preferred_blas_library() == torch._C._BlasBackend.Cublaslt
+        c = snippet.matmul(a, b, precision).double()
+    exact = a.double() @ b.double()
+    assert ((c - exact).norm() / exact.norm()).item() < snippet.TOLERANCE[precision]
+    assert torch.backends.cuda.preferred_blas_library() == before
 
 
 def test_inductor_pads_matrix_products_by_default():
