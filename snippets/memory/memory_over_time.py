@@ -31,7 +31,8 @@ def make_training(seed=0):
 def warm_up(model, x):
     """A tiny forward and backward pass before recording. A process's first matrix
     product on a thread makes cuBLAS take a workspace from PyTorch's cache, which it
-    keeps: one for the forward pass, one for backward (autograd's own thread)."""
+    keeps (one per cuBLAS handle and stream, and each thread has its own handle): one
+    for the forward pass, one for backward (autograd's own thread)."""
     model(x[:8]).square().mean().backward()
     model.zero_grad(set_to_none=True)
     torch.cuda.synchronize()

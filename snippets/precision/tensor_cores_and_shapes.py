@@ -117,11 +117,34 @@ def wide_product(m, k=8192, n=8192, dtype=torch.bfloat16):
 
 # --8<-- [start:reduced_precision]
 def reduced_precision_reductions():
-    """Whether cuBLAS may sum partial results of float16 and bfloat16 products in
-    the 16-bit format (split-K), rather than only in float32."""
-    matmul = torch.backends.cuda.matmul
-    return {"fp16": matmul.allow_fp16_reduced_precision_reduction,
-            "bf16": matmul.allow_bf16_reduced_precision_reduction}
+    """For float16 and bfloat16 products: (may cuBLAS add partial results in the
+    16-bit format, may it split the shared dimension across SMs (split-K))."""
+    settings = torch.backends.cuda.matmul
+    return {"fp16": (settings.allow_fp16_reduced_precision_reduction,
+                     settings.allow_fp16_reduced_precision_reduction_split_k),
+            "bf16": (settings.allow_bf16_reduced_precision_reduction,
+                     settings.allow_bf16_reduced_precision_reduction_split_k)}
+
+
+@contextlib.contextmanager
+def full_precision_reductions():
+    """float32 partial sums and no split-K for float16 and bfloat16 products, so that
+    a result does not depend on how cuBLAS would split it. Only the cuBLASLt backend
+    can honour "no split-K", so products go there meanwhile; all is restored after."""
+    settings, saved = torch.backends.cuda.matmul, reduced_precision_reductions()
+    on_gpu = device.type == "cuda"
+    backend = torch.backends.cuda.preferred_blas_library() if on_gpu else None
+    settings.allow_fp16_reduced_precision_reduction = (False, False)
+    settings.allow_bf16_reduced_precision_reduction = (False, False)
+    if backend is not None:
+        torch.backends.cuda.preferred_blas_library("cublaslt")
+    try:
+        yield
+    finally:
+        settings.allow_fp16_reduced_precision_reduction = saved["fp16"]
+        settings.allow_bf16_reduced_precision_reduction = saved["bf16"]
+        if backend is not None:
+            torch.backends.cuda.preferred_blas_library(backend)
 # --8<-- [end:reduced_precision]
 
 

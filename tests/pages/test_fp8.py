@@ -15,6 +15,7 @@ pytestmark = pytest.mark.snippet("snippets/precision/fp8.py")
 CLAIMS = {
     "fp8_speedup_over_bf16": 1.3,  # pre-quantized fp8 product over bf16 at 8192
     "fp8_error_over_bf16": 4,      # fp8's error at least this many times bf16's
+    "rowwise_share_of_tensorwise": 0.9,  # row-wise (no fast accumulation) over tensor-wise rate
 }
 
 
@@ -171,3 +172,13 @@ def test_fp8_speed_and_error_in_every_run(measured, snippet):
         assert run.value(quantize) > run.value(fp8), run  # quantizing costs time
         assert run.value(fp8, "relative_error") < snippet.TOLERANCE["fp8"], run
         assert run.value(bf16, "relative_error") < snippet.TOLERANCE["bf16"], run
+
+
+def test_rowwise_without_fast_accumulation_runs_at_tensorwise_speed_in_every_run(measured):
+    """The page: torchao turns fast accumulation on for row-wise products because its CUTLASS
+    kernels were slow without it; here the row-wise product, fast accumulation off, ran at
+    least CLAIMS["rowwise_share_of_tensorwise"] of the tensor-wise product's rate."""
+    rowwise, tensorwise = "fp8.matmul[fp8-rowwise]", "fp8.matmul[fp8]"
+    for run in measured(rowwise, tensorwise):
+        share = run.value(rowwise, "tflops") / run.value(tensorwise, "tflops")
+        assert share >= CLAIMS["rowwise_share_of_tensorwise"], (run, share)

@@ -335,6 +335,8 @@ def test_a_scaled_accumulated_step_is_the_unscaled_step(snippet, small):
 
 
 def test_an_overflow_skips_every_optimizer_and_halves_the_scale(snippet, small):
+    """The page: an infinite input reaches every gradient of this one model, so both
+    optimizers skip (each on its own gradients) and the scale halves."""
     import torch
 
     _, _, x = small
@@ -346,6 +348,24 @@ def test_an_overflow_skips_every_optimizer_and_halves_the_scale(snippet, small):
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     assert scaler.get_scale() == 2.0**9
 
+
+
+def test_each_optimizer_skips_only_on_its_own_gradients(snippet, small):
+    """The page: each optimizer decides on its own gradients. An infinite gradient in the
+    second optimizer's parameters alone skips the second; the first steps; the scale halves
+    once."""
+    import torch
+
+    _, _, x = small
+    model, (first, rest), scaler = scaled_setup(snippet, x)
+    poisoned = rest.param_groups[0]["params"][0]
+    poisoned.register_hook(lambda grad: torch.full_like(grad, float("inf")))  # a leaf: stops here
+    before = {p: p.detach().clone() for p in model.parameters()}
+    snippet.scaled_step(model, [first, rest], scaler, x, micro_batches=4)
+    stepped = [not torch.equal(before[p], p) for p in first.param_groups[0]["params"]]
+    skipped = [torch.equal(before[p], p) for g in rest.param_groups for p in g["params"]]
+    assert all(stepped) and all(skipped), (stepped, skipped)
+    assert scaler.get_scale() == 2.0**9
 
 # --- Truncated backpropagation through time ---------------------------------------------------
 
