@@ -25,6 +25,10 @@ WORDS = {
         "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`",
 }
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {"growing_batches[*]": "a process start, CUDA's start-up and the allocator's retries"}
+
 CAP_GIB = 2
 TRIED = 65536
 

@@ -17,6 +17,10 @@ LABELS = {
 }
 WORDS = {}
 
+# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# with their range over runs and machines; claims about them compare within a run.
+HOST_BOUND = {"fresh_process": "a process start and CUDA's start-up"}
+
 
 def bench_fresh_process(benchmark):
     """Memory of a new process at each step, as PyTorch, the driver and nvidia-smi see it.

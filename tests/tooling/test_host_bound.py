@@ -18,12 +18,6 @@ DISAGREE = 1.5  # runs of one GPU this far apart measure the machine, not the co
 NOT_HOST_BOUND = {
     "fsdp2.step": "two GPUs and NCCL: one slow run on one lease, not Python",
     "pinned_memory.copy[d2h-pinned-64MiB]": "one slow run (a DMA copy), the other two agree",
-    # Host-bound (process start, allocator retries), in the memory chapter, which its own
-    # rework marks in its modules (issue 27, part B):
-    "out_of_memory_errors.growing_batches[default]": "memory chapter",
-    "out_of_memory_errors.growing_batches[PYTORCH_ALLOC_CONF]": "memory chapter",
-    "out_of_memory_errors.growing_batches[PYTORCH_CUDA_ALLOC_CONF]": "memory chapter",
-    "where_gpu_memory_goes.fresh_process": "memory chapter",
 }
 
 MODULE = '''LABELS = {"launch": "Launch", "copy": "Copy {kind}", "matmul": "Product"}
