@@ -19,6 +19,7 @@ matplotlib.use("Agg")  # no display at build time
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
+from fieldguide import labels  # noqa: E402
 from fieldguide.timings import (  # noqa: E402
     TIME_FIELDS,
     Benchmark,
@@ -51,10 +52,12 @@ def count(value: float, _pos=None) -> str:
 
 
 def tick(value: float, _pos=None) -> str:
-    """A tick label: whole numbers as 1,000 / 10; others with three significant digits."""
-    if value >= 1 and abs(value - round(value)) < 1e-9:
-        return f"{round(value):,}"
-    return f"{value:.3g}" if value < 1 else format_number(float(value))
+    """A tick label by the site's rule (format_number), less the trailing zeros a tick's exact
+    position does not need: 0, 0.5, 1, 1.5, 2 (not 1.50), 1,000."""
+    if abs(value - round(value)) < 1e-9 * max(1.0, abs(value)):
+        return format_number(round(value))
+    text = format_number(float(value))
+    return text.rstrip("0").rstrip(".") if "." in text and "×" not in text else text
 
 
 def time_unit(seconds: list[float]) -> tuple[str, float]:
@@ -74,7 +77,7 @@ def axis_unit(field: str, values: list[float]) -> tuple[str | None, float]:
 
 
 def _label(given: str | None, field: str, unit: str | None) -> str:
-    text = given or field.replace("_", " ")
+    text = given or labels.field_label(field)
     return f"{text} ({unit})" if unit and unit not in text else text
 
 
@@ -138,7 +141,7 @@ def draw(benches: list[Benchmark], x: str, y: str, series_names: dict[str, str] 
                 plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
         ax.yaxis.set_major_formatter(FuncFormatter(tick))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: ""))
-        ax.set_xlabel(xlabel or x.replace("_", " "))
+        ax.set_xlabel(xlabel or labels.field_label(x))
         ax.set_ylabel(_label(ylabel, y, unit))
         if any(lines):
             _legend(ax, colors, layout, len(lines))

@@ -26,7 +26,7 @@ from matplotlib.ticker import FuncFormatter
 
 from fieldguide import charts  # selects matplotlib's Agg backend before anything draws
 from fieldguide.charts import PALETTE
-from fieldguide.timings import Record, TimingError
+from fieldguide.timings import Record, TimingError, format_number
 
 DATASHEETS = Path(__file__).with_name("datasheets.toml")
 
@@ -167,11 +167,14 @@ def roof_for(point: Point, roofs: list[Roof]) -> Roof:
 
 
 def format_rate(flops_per_s: float) -> str:
-    return f"{flops_per_s / 1e12:.3g} TFLOP/s" if flops_per_s >= 1e11 else f"{flops_per_s / 1e9:.3g} GFLOP/s"
+    """By the site's rule for numbers (fieldguide.timings.format_number): 989 TFLOP/s, 51.2 GFLOP/s."""
+    if flops_per_s >= 1e11:
+        return f"{format_number(flops_per_s / 1e12)} TFLOP/s"
+    return f"{format_number(flops_per_s / 1e9)} GFLOP/s"
 
 
 def _percent(share: float) -> str:
-    return f"{share:.0%}" if share >= 0.1 else f"{share * 100:.2g}%"
+    return f"{format_number(share * 100)}%"
 
 
 _AUTO = object()  # draw() and summary_markdown(): look the datasheet up from the roofs' GPU
@@ -188,7 +191,8 @@ def datasheet_share(point: Point, roof: Roof, sheet: Datasheet) -> float | None:
 def datasheet_markdown(bandwidth: float, roofs: list[Roof], sheet: Datasheet) -> str:
     """Each measured ceiling beside the datasheet's figure for it, and the share it reached."""
     rows = ["| Ceiling | Measured | Datasheet | Measured / datasheet |", "|:--|--:|--:|--:|",
-            f"| memory | {bandwidth / 1e9:.4g} GB/s | {sheet.memory_bytes_per_s / 1e9:.4g} GB/s | "
+            f"| memory | {format_number(bandwidth / 1e9)} GB/s | "
+            f"{format_number(sheet.memory_bytes_per_s / 1e9)} GB/s | "
             f"{_percent(bandwidth / sheet.memory_bytes_per_s)} |"]
     for r in roofs:
         peak = sheet.flops_per_s.get(r.label)
@@ -213,10 +217,11 @@ def summary_markdown(bandwidth: float, roofs: list[Roof], points: list[Point],
     """
     sheet = datasheet_of(roofs) if datasheet is _AUTO else datasheet
     ceilings = "; ".join(
-        f"{r.label} {format_rate(r.flops_per_s)} (ridge at {ridge(bandwidth, r.flops_per_s):.3g} flop/byte)"
+        f"{r.label} {format_rate(r.flops_per_s)} "
+        f"(ridge at {format_number(ridge(bandwidth, r.flops_per_s))} flop/byte)"
         for r in roofs
     )
-    head = (f"Memory roof {bandwidth / 1e9:.4g} GB/s. Compute roofs: {ceilings}. "
+    head = (f"Memory roof {format_number(bandwidth / 1e9)} GB/s. Compute roofs: {ceilings}. "
             "*Of roof* is the point's rate over the roofline at its intensity, under the compute "
             "roof of its own precision where it names one and the highest roof otherwise.")
     if sheet is not None:
@@ -234,7 +239,7 @@ def summary_markdown(bandwidth: float, roofs: list[Roof], points: list[Point],
             of_sheet = datasheet_share(p, roof, sheet)
             cells += f" {_percent(of_sheet) if of_sheet is not None else '–'} |"
         shown = (names or {}).get(p.name, f"`{p.name}`")  # the benchmark's label where given
-        rows.append(f"| {shown} | {p.intensity:.3g} | {format_rate(p.flops_per_s)} | "
+        rows.append(f"| {shown} | {format_number(p.intensity)} | {format_rate(p.flops_per_s)} | "
                     f"{cells} {bound(p.intensity, bandwidth, roof.flops_per_s)} |")
     table = head + "\n\n" + "\n".join(rows)
     if sheet is not None:
@@ -318,7 +323,7 @@ def draw(bandwidth: float, roofs: list[Roof], points: list[Point],
         x0 = math.sqrt(lo * ridge(bandwidth, roofs[0].flops_per_s))
         (ax0, ay0), (ax1, ay1) = ax.transData.transform([(x0, bandwidth * x0),
                                                          (2 * x0, 2 * bandwidth * x0)])
-        ax.text(x0, bandwidth * x0 * 1.5, f"memory {bandwidth / 1e9:.4g} GB/s", fontsize=small,
+        ax.text(x0, bandwidth * x0 * 1.5, f"memory {format_number(bandwidth / 1e9)} GB/s", fontsize=small,
                 rotation=math.degrees(math.atan2(ay1 - ay0, ax1 - ax0)), rotation_mode="anchor",
                 ha="center", va="bottom", color=colors["text"])
         # One flat compute roof per precision, from where it meets the memory roof; roofs
