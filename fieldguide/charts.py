@@ -7,8 +7,10 @@ otherwise, and a title that would not fit above the axes is wrapped, or the buil
 
 from __future__ import annotations
 
+import html
 import io
 import math
+import re
 import textwrap
 from collections import defaultdict
 from collections.abc import Callable
@@ -17,7 +19,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display at build time
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullLocator,
+)
 
 from fieldguide import labels  # noqa: E402
 from fieldguide.timings import (  # noqa: E402
@@ -26,6 +34,7 @@ from fieldguide.timings import (  # noqa: E402
     TimingError,
     format_bytes,
     format_number,
+    format_value,
 )
 
 THEMES = {
@@ -37,6 +46,10 @@ THEMES = {
 LAYOUTS = {"wide": (7.2, 4.3), "narrow": (4.3, 5.0)}
 FONT_PT = 12.5
 PALETTE = ["#1f77b4", "#e8710a", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#0f9d9a"]
+# Each series also differs in marker and dash, so one drawn over another still shows, in grey too.
+MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+DASHES = ["-", "--", "-.", ":", (0, (5, 1, 1, 1)), (0, (1, 1)), (0, (3, 1, 1, 1, 1, 1))]
+MIN_TICKS = 3  # labelled ticks on every numeric axis
 TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
@@ -113,35 +126,44 @@ def draw(benches: list[Benchmark], x: str, y: str, series_names: dict[str, str] 
     unit, divisor = axis_unit(y, ys)
     xscale, yscale = _scale(xscale, xs), _scale(yscale, ys)
 
+    xname = xlabel or labels.field_label(x)
+
     def plot(ax, colors, layout):
         for i, (name, points) in enumerate(sorted(lines.items())):
             points.sort(key=lambda p: p[0])
             px = [p[0] for p in points]
             color = PALETTE[i % len(PALETTE)]
-            ax.plot(px, [p[1] / divisor for p in points], marker="o", markersize=4, color=color,
-                    label=name or None)
+            line, = ax.plot(px, [p[1] / divisor for p in points], marker=MARKERS[i % len(MARKERS)],
+                            markersize=5, linestyle=DASHES[i % len(DASHES)], color=color,
+                            label=name or None)
+            # what each point says on hover (an SVG <title>, added by _svg)
+            line.set_gid(POINTS_GID + "|".join(
+                f"{name + ': ' if name else ''}{xname} {_x_text(x, p[0])}, "
+                f"{format_value(y, p[1])}" for p in points))
             bounds = [p[2] for p in points]
             if all(b is not None for b in bounds):
                 ax.fill_between(px, [b[0] / divisor for b in bounds], [b[1] / divisor for b in bounds],
                                 color=color, alpha=0.25, linewidth=0)
         ax.set_xscale(xscale, **({"base": 2} if xscale == "log" else {}))
         ax.set_yscale(yscale)
+        most = 6 if layout == "narrow" else 11  # tick labels that fit side by side
         if x.endswith("bytes"):
-            every = max(1, math.ceil(len(xs) / (6 if layout == "narrow" else 11)))
+            every = max(1, math.ceil(len(xs) / most))
             ax.xaxis.set_major_locator(FixedLocator(xs[::every]))
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_major_formatter(FuncFormatter(binary_size))
             plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
         elif xscale == "log":
             if len(xs) <= 12:  # label the sizes measured, not powers of two between them
-                ax.xaxis.set_major_locator(FixedLocator(xs))
+                every = max(1, math.ceil(len(xs) / most))
+                ax.xaxis.set_major_locator(FixedLocator(xs[::every]))
                 ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_major_formatter(FuncFormatter(count))
             if layout == "narrow":
                 plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
         ax.yaxis.set_major_formatter(FuncFormatter(tick))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: ""))
-        ax.set_xlabel(xlabel or labels.field_label(x))
+        ax.set_xlabel(xname)
         ax.set_ylabel(_label(ylabel, y, unit))
         if any(lines):
             _legend(ax, colors, layout, len(lines))
@@ -149,14 +171,86 @@ def draw(benches: list[Benchmark], x: str, y: str, series_names: dict[str, str] 
     return _both_themes(plot, title)
 
 
-def _legend(ax, colors, layout: str, entries: int) -> None:
-    if layout == "narrow":
-        legend = ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.45),
-                           ncol=1 if entries > 3 else entries, fontsize=FONT_PT - 1)
-    else:
-        legend = ax.legend(frameon=False, fontsize=FONT_PT - 1)
+POINTS_GID = "points:"  # a line's gid: its points' hover texts, "|"-separated (see _svg)
+
+
+def _x_text(field: str, value) -> str:
+    return binary_size(value) if field.endswith("bytes") else format_value(field, value)
+
+
+def enough_ticks(axis) -> None:
+    """At least MIN_TICKS labelled ticks in view on a numeric axis. A log axis spanning less than
+    two decades labels one or two powers of ten: label 1, 2, 5 (then every digit) of each decade
+    instead; a linear axis asks its locator for more."""
+    def shown() -> int:
+        low, high = sorted(axis.get_view_interval())
+        return sum(low <= t <= high for t in axis.get_majorticklocs())
+
+    if shown() >= MIN_TICKS or isinstance(axis.get_major_locator(), FixedLocator):
+        return
+    if axis.get_scale() == "log":
+        for subs in ((1.0, 2.0, 5.0), tuple(float(d) for d in range(1, 10))):
+            axis.set_major_locator(LogLocator(base=axis.get_transform().base, subs=subs))
+            axis.set_minor_locator(NullLocator())
+            if shown() >= MIN_TICKS:
+                return
+    elif axis.get_scale() == "linear":
+        axis.set_major_locator(MaxNLocator(nbins="auto", min_n_ticks=MIN_TICKS))
+
+
+def thin_tick_labels(axis, renderer) -> None:
+    """Hides each tick label that would touch the one before it (sizes close on a log axis)."""
+    kept = None
+    for label in axis.get_ticklabels():
+        if not label.get_visible() or not label.get_text():
+            continue
+        box = label.get_window_extent(renderer).expanded(1.08, 1.0)
+        if kept is not None and box.overlaps(kept):
+            label.set_visible(False)
+        else:
+            kept = box
+
+
+def legend_below(ax, colors, entries: int, layout: str, fontsize: float = FONT_PT - 1):
+    """A legend under the axes, never over the data; placed under the tick labels and the axis
+    label once the figure is laid out (place_legends)."""
+    columns = 1 if layout == "narrow" else min(entries, 3 if entries > 4 else 2)
+    legend = ax.legend(frameon=False, loc="upper center", fontsize=fontsize, ncol=columns,
+                       bbox_to_anchor=(0.5, -0.15))
+    legend.below = True
     for text in legend.get_texts():
         text.set_color(colors["text"])
+    return legend
+
+
+def place_legends(fig) -> None:
+    """Each legend made by legend_below moves to just under everything else its axes draw."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not getattr(legend, "below", False):
+            continue
+        legend.set_visible(False)
+        bottom = ax.get_tightbbox(renderer).y0
+        legend.set_visible(True)
+        y = ax.transAxes.inverted().transform((0, bottom))[1]
+        legend.set_bbox_to_anchor((0.5, y - 0.02), transform=ax.transAxes)
+
+
+def _tidy(fig) -> None:
+    """Before a chart is written: enough ticks, none touching, legends under the axes."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            enough_ticks(axis)
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            thin_tick_labels(axis, renderer)
+    place_legends(fig)
+
+
+def _legend(ax, colors, layout: str, entries: int) -> None:
+    legend_below(ax, colors, entries, layout)
 
 
 def _both_themes(plot: Callable, title: str | None, size: dict[str, tuple[float, float]] | None = None
@@ -208,10 +302,41 @@ def _svg(fig, ax=None, title: str | None = None, colors: dict[str, str] | None =
         fit_title(fig, ax, title, colors)
     else:
         fig.tight_layout()
+    _tidy(fig)
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(fig)
-    return buffer.getvalue()
+    return point_titles(buffer.getvalue())
+
+
+def point_titles(svg: str) -> str:
+    """Each marker of a line whose gid lists its points' texts (POINTS_GID) gets an SVG <title>:
+    its value on hover, and a name for assistive technology. The gid itself becomes a plain id."""
+    out, last = [], 0
+    for n, group in enumerate(re.finditer(r'<g id="' + re.escape(POINTS_GID) + r'([^"]*)">', svg)):
+        texts = html.unescape(group[1]).split("|")
+        end = _group_end(svg, group.end())
+        body = svg[group.end():end]
+        marks = iter(texts)
+
+        def titled(use: re.Match[str], marks=marks) -> str:
+            return f"<use {use[1]}><title>{html.escape(next(marks, ''))}</title></use>"
+
+        body = re.sub(r"<use ([^>]*?)/>", titled, body)
+        out += [svg[last:group.start()], f'<g id="series-{n + 1}">', body]
+        last = end
+    out.append(svg[last:])
+    return "".join(out)
+
+
+def _group_end(svg: str, start: int) -> int:
+    """Where the <g> opened just before `start` closes."""
+    depth = 1
+    for tag in re.finditer(r"<(/?)g[ >]", svg[start:]):
+        depth += -1 if tag[1] else 1
+        if depth == 0:
+            return start + tag.start()
+    raise ValueError("unbalanced <g> in a chart's SVG")
 
 
 def timeline(bench: Benchmark, title: str | None = None) -> dict[str, dict[str, str]]:

@@ -103,11 +103,7 @@ def draw(rows: list[dict[str, Any]], title: str | None = None,
         ax.set_xlabel("allocator events, in order")
         ax.set_ylabel(f"allocated ({unit})")
         # Below the axes: inside, it would cover the area it explains.
-        legend = ax.legend(frameon=False, loc="upper center", fontsize=charts.FONT_PT - 1,
-                           bbox_to_anchor=(0.5, -0.42 if layout == "narrow" else -0.2),
-                           ncol=1 if layout == "narrow" else max(1, len(labelled)))
-        for text in legend.get_texts():
-            text.set_color(colors["text"])
+        charts.legend_below(ax, colors, len(labelled), layout)
 
     return charts._both_themes(plot, title)
 

@@ -354,12 +354,6 @@ def draw(bandwidth: float, roofs: list[Roof], points: list[Point],
                 if p.label and p.label not in roof_labels:  # a roof's own point is named by the roof
                     ax.annotate(p.label, (p.intensity, p.flops_per_s), textcoords="offset points",
                                 xytext=(6, -10), fontsize=small, color=color)
-        if narrow:
-            legend = ax.legend(frameon=False, fontsize=small, loc="upper center",
-                               bbox_to_anchor=(0.5, -0.22), ncol=1)
-        else:
-            legend = ax.legend(frameon=False, fontsize=small, loc="lower right")
-        for text in legend.get_texts():
-            text.set_color(colors["text"])
+        charts.legend_below(ax, colors, len(groups), layout, fontsize=small)
 
     return charts._both_themes(plot, title, {"wide": (7.5, 4.8), "narrow": (4.3, 5.2)})

@@ -322,13 +322,81 @@ DRAWN = """n => [...document.querySelectorAll('div.mermaid')]
 MIN_CHART_TEXT_PX = {"desktop": 11, "phone": 9}
 SCIENTIFIC = re.compile(r"\d[eE][+-]?\d|×\s*10|10\^|\$\\mathdefault")
 
-CHART_FACTS = """() => [...document.querySelectorAll('figure.timing-chart img')]
-    .filter(img => img.getBoundingClientRect().width > 0)      // the other theme's is hidden
-    .map(img => ({src: img.currentSrc, complete: img.complete, natural: img.naturalWidth,
-                  width: img.getBoundingClientRect().width,
-                  theme: img.getAttribute('src').includes('#only-dark') ? 'dark' : 'light',
-                  room: img.closest('figure').parentElement.getBoundingClientRect().width}))"""
+# Each chart is an <object> per theme and width (fieldguide/figures.py); the one shown is measured.
+CHART_FACTS = """() => [...document.querySelectorAll('figure.timing-chart object')]
+    .filter(o => o.getBoundingClientRect().width > 0)      // the other theme's is hidden
+    .map(o => ({src: o.data, loaded: o.contentDocument?.documentElement?.tagName === 'svg',
+                width: o.getBoundingClientRect().width,
+                narrow: o.classList.contains('timing-narrow'),
+                anyWidth: o.classList.contains('timing-any-width'),
+                theme: o.classList.contains('only-dark') ? 'dark' : 'light',
+                room: o.closest('figure').parentElement.getBoundingClientRect().width}))"""
 
+# What a chart's drawing shows, measured in it as displayed: no text over other text or over the
+# data (a line, a marker, a point), the outline of a turned label turned with it; at least three
+# labelled ticks on every numeric axis; a <title> on every point of a series.
+SVG_GEOMETRY = r"""doc => {
+  // A text's outline as drawn: its box in its own coordinates, turned as it is turned on screen.
+  const quad = el => {
+    const b = el.getBBox(), m = el.getScreenCTM();
+    return [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]]
+      .map(([x, y]) => new DOMPoint(x, y).matrixTransform(m)).map(p => [p.x, p.y]);
+  };
+  const shrink = (q, by) => {  // pull the corners in by `by` px, so touching is not overlapping
+    const cx = q.reduce((s, p) => s + p[0], 0) / 4, cy = q.reduce((s, p) => s + p[1], 0) / 4;
+    return q.map(([x, y]) => {
+      const d = Math.hypot(x - cx, y - cy) || 1;
+      return [x - (x - cx) * by / d, y - (y - cy) * by / d];
+    });
+  };
+  const axesOf = q => q.map((p, i) => { const n = q[(i + 1) % 4]; return [n[1] - p[1], p[0] - n[0]]; });
+  const apart = (a, b) => [...axesOf(a), ...axesOf(b)].some(([ax, ay]) => {
+    const pa = a.map(([x, y]) => x * ax + y * ay), pb = b.map(([x, y]) => x * ax + y * ay);
+    return Math.max(...pa) <= Math.min(...pb) || Math.max(...pb) <= Math.min(...pa);
+  });
+  const inside = (q, [x, y]) => !apart(q, [[x, y], [x + 0.01, y], [x + 0.01, y + 0.01], [x, y + 0.01]]);
+  const name = t => t.textContent.trim().replace(/\s+/g, ' ').slice(0, 40);
+  const texts = [...doc.querySelectorAll('text')].filter(t => t.textContent.trim())
+      .map(t => ({t, q: shrink(quad(t), 1)}));
+  const problems = [];
+  for (let i = 0; i < texts.length; i++)
+    for (let j = i + 1; j < texts.length; j++)  // the lines of one wrapped text share a group
+      if (texts[i].t.parentNode !== texts[j].t.parentNode && !apart(texts[i].q, texts[j].q))
+        problems.push(`text "${name(texts[i].t)}" over text "${name(texts[j].t)}"`);
+  // the data: lines and markers drawn in an axes (not its grid, ticks or legend)
+  const lines = [...doc.querySelectorAll(
+      'g[id^="axes_"] > g[id^="line2d_"], g[id^="axes_"] > g[id^="series-"]')];
+  const scatters = [...doc.querySelectorAll('g[id^="axes_"] > g[id^="PathCollection_"]')];
+  const over = new Set();
+  for (const line of lines) {
+    for (const path of line.querySelectorAll('path')) {
+      const total = path.getTotalLength(), ctm = path.getScreenCTM();
+      for (let at = 0; at <= total; at += 2) {
+        const p = path.getPointAtLength(at).matrixTransform(ctm);
+        for (const {t, q} of texts) if (inside(q, [p.x, p.y])) over.add(`text "${name(t)}" over a line`);
+      }
+    }
+    for (const mark of line.querySelectorAll('use'))
+      for (const {t, q} of texts)
+        if (!apart(shrink(quad(mark), 0.5), q)) over.add(`text "${name(t)}" over a marker`);
+  }
+  for (const mark of scatters.flatMap(s => [...s.querySelectorAll('use')]))
+    for (const {t, q} of texts)
+      if (!apart(shrink(quad(mark), 0.5), q)) over.add(`text "${name(t)}" over a point`);
+  problems.push(...over);
+  const NUMBER = /^[\d.,×⁰¹²³⁴⁵⁶⁷⁸⁹⁻ ]+\s?[A-Za-zµ/%]*$/;
+  for (const axis of doc.querySelectorAll('g[id^="matplotlib.axis_"]')) {
+    const labels = [...axis.querySelectorAll('g[id^="xtick_"] text, g[id^="ytick_"] text')]
+        .map(t => t.textContent.trim()).filter(Boolean);
+    if (labels.length && labels.every(l => NUMBER.test(l)) && labels.length < 3)
+      problems.push(`an axis with ${labels.length} labelled ticks (${labels.join(', ')})`);
+  }
+  // every point of a chart's series tells its value on hover (fieldguide.charts.point_titles)
+  const marks = [...doc.querySelectorAll('g[id^="series-"] use')];
+  const untitled = marks.filter(m => !m.querySelector('title')).length;
+  if (untitled) problems.push(`${untitled} of ${marks.length} points without a <title>`);
+  return problems;
+}"""
 
 def _svg_text_facts(svg: str) -> tuple[float, float, list[str]]:
     """(drawing width in CSS px, smallest font size in its own units, the texts)."""
@@ -359,21 +427,23 @@ def _check_page(built: BuiltPage, facts: dict, width: str) -> list[str]:
     return found
 
 
-def _check_charts(charts: list[dict], width: str, scheme: str, svgs: dict[str, str]) -> list[str]:
+def _check_charts(page, charts: list[dict], width: str, scheme: str, svgs: dict[str, str]
+                  ) -> list[str]:
     """Every chart shown: loaded, no wider than its column, the drawing for this width and scheme,
-    its smallest text legible, no scientific notation."""
+    its smallest text legible, no scientific notation; in the light scheme (the dark drawing is
+    the same drawing in other colours) its geometry (SVG_GEOMETRY)."""
     import urllib.request
 
     found = []
     for chart in charts:
         where = chart["src"].rsplit("/", 1)[-1]
-        if not chart["complete"] or chart["natural"] == 0:
+        if not chart["loaded"]:
             found.append(f"{where}: not loaded")
             continue
         if chart["width"] > chart["room"] + 1:
             found.append(f"{where}: {chart['width']:.0f} px wide in {chart['room']:.0f} px")
-        narrow = "-narrow.svg" in chart["src"]
-        if narrow != (width == "phone"):
+        narrow = chart["narrow"]
+        if narrow != (width == "phone") and not chart["anyWidth"]:  # some are drawn once
             found.append(f"{where}: the {'phone' if narrow else 'desktop'} drawing shown at "
                          f"{width} width")
         if chart["theme"] != scheme:
@@ -388,6 +458,11 @@ def _check_charts(charts: list[dict], width: str, scheme: str, svgs: dict[str, s
         odd = [t for t in texts if SCIENTIFIC.search(t)]
         if odd:
             found.append(f"{where}: scientific notation in {odd[:3]}")
+        if scheme == "light":
+            found += [f"{where}: {problem}" for problem in page.evaluate(
+                "src => (" + SVG_GEOMETRY + ")([...document.querySelectorAll("
+                "'figure.timing-chart object')].find(o => o.data === src).contentDocument)",
+                chart["src"])]
     return found
 
 
@@ -424,7 +499,7 @@ def test_every_page(browser, site, mode):
                     pass  # _check_page says what was drawn
             charts = page.evaluate(CHART_FACTS)
             charts_seen += len(charts)
-            found += _check_charts(charts, width, scheme, svgs)
+            found += _check_charts(page, charts, width, scheme, svgs)
             page.add_script_tag(content=axe)
             for v in page.evaluate(AXE_RUN, list(AXE_IMPACTS)):
                 found.append(f"axe {v['impact']} {v['id']} ({v['help']}) x{v['count']}: "
