@@ -19,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display at build time
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.ticker import (  # noqa: E402
     FixedLocator,
     FuncFormatter,
@@ -214,10 +215,12 @@ def thin_tick_labels(axis, renderer) -> None:
 def legend_below(ax, colors, entries: int, layout: str, fontsize: float = FONT_PT - 1):
     """A legend under the axes, never over the data; placed under the tick labels and the axis
     label once the figure is laid out (place_legends)."""
-    columns = 1 if layout == "narrow" else min(entries, 3 if entries > 4 else 2)
+    longest = max((len(t) for t in ax.get_legend_handles_labels()[1]), default=0)
+    columns = 1 if layout == "narrow" or longest > 30 else min(entries, 3 if longest < 16 else 2)
     legend = ax.legend(frameon=False, loc="upper center", fontsize=fontsize, ncol=columns,
                        bbox_to_anchor=(0.5, -0.15))
     legend.below = True
+    legend.set_in_layout(False)  # the axes keep their size; the saved figure grows to hold it
     for text in legend.get_texts():
         text.set_color(colors["text"])
     return legend
@@ -237,16 +240,66 @@ def place_legends(fig) -> None:
         legend.set_bbox_to_anchor((0.5, y - 0.02), transform=ax.transAxes)
 
 
+def place_clear(ax, text, candidates: list[tuple[float, float, str, str]]) -> None:
+    """Puts `text` at the first of `candidates` (x, y, ha, va) where it covers no other text, line
+    or point of `ax`; the last one if none is clear (the browser test then names the chart).
+    x, y are data coordinates for ax.text, and the offset from its point for ax.annotate.
+    The chart places each such text again once its layout is final (_tidy)."""
+    if not hasattr(ax, "placed"):
+        ax.placed = []
+    if all(t is not text for t, _ in ax.placed):
+        ax.placed.append((text, candidates))
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    others = [t.get_window_extent(renderer) for t in ax.texts if t is not text and t.get_visible()]
+    points = []  # (x, y, margin): a line's samples, a scatter's points (as wide as their marker)
+    for line in ax.lines:
+        vertices = line.get_transform().transform_path(line.get_path()).vertices
+        for (x0, y0), (x1, y1) in zip(vertices, vertices[1:], strict=False):
+            steps = max(1, int(math.hypot(x1 - x0, y1 - y0) / 2))
+            points += [(x0 + (x1 - x0) * k / steps, y0 + (y1 - y0) * k / steps, 1.5)
+                       for k in range(steps + 1)]
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection):  # a scatter's points, not a band's area
+            offsets = collection.get_offsets()
+            points += [(x, y, 5.0) for x, y in collection.get_offset_transform().transform(offsets)]
+    def place(x, y, ha, va) -> int:
+        """Moves the text there; how much it covers (a text counts more than a point)."""
+        if hasattr(text, "xyann"):
+            text.xyann = (x, y)
+        else:
+            text.set_position((x, y))
+        text.set_horizontalalignment(ha)
+        text.set_verticalalignment(va)
+        box = text.get_window_extent(renderer).expanded(1.02, 1.1)
+        return 10 * sum(box.overlaps(o) for o in others) + sum(
+            box.x0 - m < px < box.x1 + m and box.y0 - m < py < box.y1 + m for px, py, m in points)
+
+    covered = []
+    for candidate in candidates:
+        covered.append(place(*candidate))
+        if covered[-1] == 0:
+            return
+    place(*candidates[covered.index(min(covered))])  # none is clear: the least covered
+
+
 def _tidy(fig) -> None:
     """Before a chart is written: enough ticks, none touching, legends under the axes."""
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             enough_ticks(axis)
+    fig.canvas.draw()  # tick labels take their places only when drawn
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             thin_tick_labels(axis, renderer)
+        for text, candidates in getattr(ax, "placed", []):  # the layout may have moved them
+            place_clear(ax, text, candidates)
     place_legends(fig)
+    for ax in fig.axes:  # kept out of the layout, the legends belong in the saved figure
+        if ax.get_legend() is not None:
+            ax.get_legend().set_in_layout(True)
 
 
 def _legend(ax, colors, layout: str, entries: int) -> None:

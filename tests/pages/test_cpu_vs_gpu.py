@@ -296,7 +296,7 @@ def test_roofline_shortcode_renders_a_figure_and_its_numbers(tmp_path):
     markdown = ("<!-- timing-roofline: t.copy t.matmul[fp32],t.matmul[bf16] points=t.*,t.triad "
                 "series=kind -->\n\n<!-- timing-roofline: t.copy t.matmul[fp8] points=t.* -->")
     out, page = build.render_page(markdown, "foundations/cpu-vs-gpu.md", "foundations/cpu-vs-gpu/")
-    assert out.count('-light.svg#only-light"') == 1 and out.count('-dark.svg#only-dark"') == 1
+    assert out.count('-light.svg" role="img"') == 1 and out.count('-dark.svg" role="img"') == 1
     assert "Fake GPU 9000 · 1 run" in out and "Memory roof 3,000 GB/s" in out
     assert out.count("| Triad |") == 1  # matched by two patterns, drawn once; named by its label
     assert "| Product |" not in out  # a roof without `bytes` is not a point
