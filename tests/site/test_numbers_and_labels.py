@@ -123,3 +123,25 @@ def test_the_page_scan_passes_numbers_by_the_rule():
     good = ("1,672 GB/s; 8.09 × 10⁻⁷; 0.0377 GB/s (0.0315–0.0440 over 4 runs); "
             "2,528× (1,902–2,859× over 4 runs); a 4096 × 4096 product; 2026-11-24; 86%")
     assert not [w for w, pattern in BROKEN.items() if pattern.search(good)]
+
+
+# --- Terms: tooltips on prose only, and the glossary links each term to the pages that teach it --
+
+
+def test_terms_carry_tooltips_in_prose_but_not_in_tables_or_headings():
+    import markdown
+
+    md = markdown.Markdown(extensions=["abbr", "tables", "fieldguide.glossary"])
+    out = md.convert("Copies at 5 GB/s.\n\n| Rate |\n|--|\n| 5 GB/s |\n\n## GB/s\n\n"
+                     "*[GB/s]: Gigabytes per second")
+    assert out.count("<abbr") == 1 and '<abbr title="Gigabytes per second">GB/s</abbr>' in out
+    assert "<td>5 GB/s</td>" in out and "<h2>GB/s</h2>" in out
+
+
+def test_the_glossary_links_a_term_to_the_page_that_teaches_it():
+    from fieldguide import ROOT, glossary
+
+    listed = "\n".join(glossary.definition_list({"GIL": "Global interpreter lock"}, ROOT / "docs"))
+    assert "Taught in [Processes, threads, coroutines and the GIL]" \
+           "(foundations/processes-threads-gil.md)" in listed
+    assert glossary.teaching_pages("no-such-term-anywhere", ROOT / "docs") == []
