@@ -3,7 +3,7 @@
 One folder per GPU model, one file per timing run, each file pytest-benchmark's own JSON
 (`pytest-benchmark compare timings/nvidia-h100-80gb-hbm3/*.json` reads them):
 
-    timings/<machine>/<YYYYmmddTHHMMSSZ>_<commit>.json   machine: nvidia-h100-80gb-hbm3, 2x-nvidia-h200
+    timings/<machine>/<YYYYmmddTHHMMSSZ>_<commit>.json   machine: e.g. 2x-nvidia-h200
         machine_info.fieldguide   the GPU, driver, CUDA, torch, CuPy, NumPy, host CPU, boot id
         commit_info               the commit measured
         benchmarks[]              name, fullname, stats (seconds), extra_info (what the benchmark
