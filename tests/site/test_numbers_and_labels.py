@@ -145,3 +145,31 @@ def test_the_glossary_links_a_term_to_the_page_that_teaches_it():
     assert "Taught in [Processes, threads, coroutines and the GIL]" \
            "(foundations/processes-threads-gil.md)" in listed
     assert glossary.teaching_pages("no-such-term-anywhere", ROOT / "docs") == []
+
+
+# --- Provenance at a glance ------------------------------------------------------------------
+
+
+def test_a_tag_is_shown_once_per_group_of_figures_measured_by_the_same_runs():
+    from fieldguide.shortcodes import one_tag_per_group
+
+    def tag(gpu, runs):
+        return f'<p class="timing-tag">{gpu} · {runs} runs · 2026-11-24 · <a href="#measured-on">how</a></p>\n'
+
+    page = ("T1" + tag("H100", 3) + tag("H200", 2) + "T2" + tag("H100", 3) + tag("H200", 2)
+            + "T3" + tag("H100", 5))
+    kept = one_tag_per_group(page)
+    assert kept.count("H100 · 3 runs") == 1 and kept.count("H200 · 2 runs") == 1
+    assert "H100 · 5 runs" in kept  # other runs: a tag of its own
+
+
+def test_measured_on_is_one_line_per_gpu_with_every_run_collapsed(built_site):
+    text = (built_site / "headline-numbers" / "index.html").read_text(encoding="utf-8")
+    section = text[text.index('id="measured-on"'):text.index("</article>")]
+    lines = re.findall(r"<li><strong>(.*?)</strong>(.*?)</li>", section, re.S)
+    gpus = [gpu for gpu, _ in lines]
+    assert len(gpus) == len(set(gpus)) >= 2, gpus  # one line per GPU: the page quotes two machines
+    assert all(re.search(r"\d+ runs? on \d+ machine leases?", rest) for _, rest in lines)
+    assert not [g for g in gpus if g.startswith("NVIDIA")]  # named as the tabs name them
+    assert re.search(r'<details class="info">\s*<summary>Every run behind this page \(\d+\)', section)
+    assert "<table>" not in section.split("<details")[0]  # the per-run table only collapsed
