@@ -316,7 +316,10 @@ def _both_themes(plot: Callable, title: str | None, size: dict[str, tuple[float,
                 fig, ax = plt.subplots(figsize=figsize)
                 plot(ax, colors, layout)
                 ax.grid(True, color=colors["grid"], linewidth=0.6)
-                svgs[theme][layout] = _svg(fig, ax, title, colors)
+                svg = _svg(fig, ax, title, colors)
+                # A drawing shown in an <object> on the dark page declares its scheme: Chromium
+                # paints an opaque white backdrop under one whose scheme differs from its frame's.
+                svgs[theme][layout] = svg.replace("<svg ", f'<svg style="color-scheme: {theme}" ', 1)
     return svgs
 
 
