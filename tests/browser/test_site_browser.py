@@ -329,6 +329,9 @@ CHART_FACTS = """() => [...document.querySelectorAll('figure.timing-chart object
                 width: o.getBoundingClientRect().width,
                 narrow: o.classList.contains('timing-narrow'),
                 anyWidth: o.classList.contains('timing-any-width'),
+                // a drawing whose colour scheme differs from its frame's sits on opaque white
+                schemes: [getComputedStyle(o).colorScheme, o.contentDocument &&
+                          getComputedStyle(o.contentDocument.documentElement).colorScheme],
                 theme: o.classList.contains('only-dark') ? 'dark' : 'light',
                 room: o.closest('figure').parentElement.getBoundingClientRect().width}))"""
 
@@ -448,6 +451,9 @@ def _check_charts(page, charts: list[dict], width: str, scheme: str, svgs: dict[
                          f"{width} width")
         if chart["theme"] != scheme:
             found.append(f"{where}: the {chart['theme']} drawing shown in the {scheme} scheme")
+        if chart["schemes"] != [scheme, scheme]:
+            found.append(f"{where}: frame and drawing declare colour schemes {chart['schemes']}, "
+                         f"not {scheme}: the browser puts an opaque backdrop under it")
         if chart["src"] not in svgs:
             svgs[chart["src"]] = urllib.request.urlopen(chart["src"], timeout=10).read().decode()
         natural_px, smallest, texts = _svg_text_facts(svgs[chart["src"]])
