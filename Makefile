@@ -14,7 +14,7 @@ PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
 .PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser slurm gpu-wheels clean \
-        notebooks new-page mermaid
+        notebooks new-page mermaid axe
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -132,6 +132,16 @@ mermaid: ## Re-vendor Mermaid (MERMAID_VERSION=11.17.2) into docs/assets/javascr
 	  cp package/dist/mermaid.min.js $(CURDIR)/docs/assets/javascripts/mermaid.min.js && \
 	  cp package/LICENSE $(CURDIR)/docs/assets/javascripts/mermaid.LICENSE && \
 	  rm -rf $$tmp && echo "docs/assets/javascripts/mermaid.min.js: mermaid $(MERMAID_VERSION)"
+
+# axe-core (Deque, MPL-2.0): the accessibility rules the browser test runs in every page. Vendored
+# under tests/browser/ so the test needs no network; this target replaces it from the npm registry.
+AXE_VERSION ?= 4.14.1
+axe: ## Re-vendor axe-core (AXE_VERSION=4.14.1) into tests/browser/ with npm
+	@tmp=$$(mktemp -d) && cd $$tmp && npm pack -q axe-core@$(AXE_VERSION) >/dev/null && \
+	  tar -xzf axe-core-$(AXE_VERSION).tgz && \
+	  cp package/axe.min.js $(CURDIR)/tests/browser/axe.min.js && \
+	  cp package/LICENSE $(CURDIR)/tests/browser/axe.LICENSE && \
+	  rm -rf $$tmp && echo "tests/browser/axe.min.js: axe-core $(AXE_VERSION)"
 
 lock: $(VENV)/.docs ## Re-pin requirements/*.txt from pyproject.toml
 	$(PY) -m pip install -q pip-tools

@@ -7,8 +7,10 @@ otherwise, and a title that would not fit above the axes is wrapped, or the buil
 
 from __future__ import annotations
 
+import html
 import io
 import math
+import re
 import textwrap
 from collections import defaultdict
 from collections.abc import Callable
@@ -17,14 +19,23 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display at build time
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullLocator,
+)
 
+from fieldguide import labels  # noqa: E402
 from fieldguide.timings import (  # noqa: E402
     TIME_FIELDS,
     Benchmark,
     TimingError,
     format_bytes,
     format_number,
+    format_value,
 )
 
 THEMES = {
@@ -36,6 +47,10 @@ THEMES = {
 LAYOUTS = {"wide": (7.2, 4.3), "narrow": (4.3, 5.0)}
 FONT_PT = 12.5
 PALETTE = ["#1f77b4", "#e8710a", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#0f9d9a"]
+# Each series also differs in marker and dash, so one drawn over another still shows, in grey too.
+MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+DASHES = ["-", "--", "-.", ":", (0, (5, 1, 1, 1)), (0, (1, 1)), (0, (3, 1, 1, 1, 1, 1))]
+MIN_TICKS = 3  # labelled ticks on every numeric axis
 TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
@@ -51,10 +66,12 @@ def count(value: float, _pos=None) -> str:
 
 
 def tick(value: float, _pos=None) -> str:
-    """A tick label: whole numbers as 1,000 / 10; others with three significant digits."""
-    if value >= 1 and abs(value - round(value)) < 1e-9:
-        return f"{round(value):,}"
-    return f"{value:.3g}" if value < 1 else format_number(float(value))
+    """A tick label by the site's rule (format_number), less the trailing zeros a tick's exact
+    position does not need: 0, 0.5, 1, 1.5, 2 (not 1.50), 1,000."""
+    if abs(value - round(value)) < 1e-9 * max(1.0, abs(value)):
+        return format_number(round(value))
+    text = format_number(float(value))
+    return text.rstrip("0").rstrip(".") if "." in text and "×" not in text else text
 
 
 def time_unit(seconds: list[float]) -> tuple[str, float]:
@@ -74,7 +91,7 @@ def axis_unit(field: str, values: list[float]) -> tuple[str | None, float]:
 
 
 def _label(given: str | None, field: str, unit: str | None) -> str:
-    text = given or field.replace("_", " ")
+    text = given or labels.field_label(field)
     return f"{text} ({unit})" if unit and unit not in text else text
 
 
@@ -110,35 +127,44 @@ def draw(benches: list[Benchmark], x: str, y: str, series_names: dict[str, str] 
     unit, divisor = axis_unit(y, ys)
     xscale, yscale = _scale(xscale, xs), _scale(yscale, ys)
 
+    xname = xlabel or labels.field_label(x)
+
     def plot(ax, colors, layout):
         for i, (name, points) in enumerate(sorted(lines.items())):
             points.sort(key=lambda p: p[0])
             px = [p[0] for p in points]
             color = PALETTE[i % len(PALETTE)]
-            ax.plot(px, [p[1] / divisor for p in points], marker="o", markersize=4, color=color,
-                    label=name or None)
+            line, = ax.plot(px, [p[1] / divisor for p in points], marker=MARKERS[i % len(MARKERS)],
+                            markersize=5, linestyle=DASHES[i % len(DASHES)], color=color,
+                            label=name or None)
+            # what each point says on hover (an SVG <title>, added by _svg)
+            line.set_gid(POINTS_GID + "|".join(
+                f"{name + ': ' if name else ''}{xname} {_x_text(x, p[0])}, "
+                f"{format_value(y, p[1])}" for p in points))
             bounds = [p[2] for p in points]
             if all(b is not None for b in bounds):
                 ax.fill_between(px, [b[0] / divisor for b in bounds], [b[1] / divisor for b in bounds],
                                 color=color, alpha=0.25, linewidth=0)
         ax.set_xscale(xscale, **({"base": 2} if xscale == "log" else {}))
         ax.set_yscale(yscale)
+        most = 6 if layout == "narrow" else 11  # tick labels that fit side by side
         if x.endswith("bytes"):
-            every = max(1, math.ceil(len(xs) / (6 if layout == "narrow" else 11)))
+            every = max(1, math.ceil(len(xs) / most))
             ax.xaxis.set_major_locator(FixedLocator(xs[::every]))
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_major_formatter(FuncFormatter(binary_size))
             plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
         elif xscale == "log":
             if len(xs) <= 12:  # label the sizes measured, not powers of two between them
-                ax.xaxis.set_major_locator(FixedLocator(xs))
+                every = max(1, math.ceil(len(xs) / most))
+                ax.xaxis.set_major_locator(FixedLocator(xs[::every]))
                 ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_major_formatter(FuncFormatter(count))
             if layout == "narrow":
                 plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
         ax.yaxis.set_major_formatter(FuncFormatter(tick))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _p: ""))
-        ax.set_xlabel(xlabel or x.replace("_", " "))
+        ax.set_xlabel(xname)
         ax.set_ylabel(_label(ylabel, y, unit))
         if any(lines):
             _legend(ax, colors, layout, len(lines))
@@ -146,14 +172,138 @@ def draw(benches: list[Benchmark], x: str, y: str, series_names: dict[str, str] 
     return _both_themes(plot, title)
 
 
-def _legend(ax, colors, layout: str, entries: int) -> None:
-    if layout == "narrow":
-        legend = ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.45),
-                           ncol=1 if entries > 3 else entries, fontsize=FONT_PT - 1)
-    else:
-        legend = ax.legend(frameon=False, fontsize=FONT_PT - 1)
+POINTS_GID = "points:"  # a line's gid: its points' hover texts, "|"-separated (see _svg)
+
+
+def _x_text(field: str, value) -> str:
+    return binary_size(value) if field.endswith("bytes") else format_value(field, value)
+
+
+def enough_ticks(axis) -> None:
+    """At least MIN_TICKS labelled ticks in view on a numeric axis. A log axis spanning less than
+    two decades labels one or two powers of ten: label 1, 2, 5 (then every digit) of each decade
+    instead; a linear axis asks its locator for more."""
+    def shown() -> int:
+        low, high = sorted(axis.get_view_interval())
+        return sum(low <= t <= high for t in axis.get_majorticklocs())
+
+    if shown() >= MIN_TICKS or isinstance(axis.get_major_locator(), FixedLocator):
+        return
+    if axis.get_scale() == "log":
+        for subs in ((1.0, 2.0, 5.0), tuple(float(d) for d in range(1, 10))):
+            axis.set_major_locator(LogLocator(base=axis.get_transform().base, subs=subs))
+            axis.set_minor_locator(NullLocator())
+            if shown() >= MIN_TICKS:
+                return
+    elif axis.get_scale() == "linear":
+        axis.set_major_locator(MaxNLocator(nbins="auto", min_n_ticks=MIN_TICKS))
+
+
+def thin_tick_labels(axis, renderer) -> None:
+    """Hides each tick label that would touch the one before it (sizes close on a log axis)."""
+    kept = None
+    for label in axis.get_ticklabels():
+        if not label.get_visible() or not label.get_text():
+            continue
+        box = label.get_window_extent(renderer).expanded(1.08, 1.0)
+        if kept is not None and box.overlaps(kept):
+            label.set_visible(False)
+        else:
+            kept = box
+
+
+def legend_below(ax, colors, entries: int, layout: str, fontsize: float = FONT_PT - 1):
+    """A legend under the axes, never over the data; placed under the tick labels and the axis
+    label once the figure is laid out (place_legends)."""
+    longest = max((len(t) for t in ax.get_legend_handles_labels()[1]), default=0)
+    columns = 1 if layout == "narrow" or longest > 30 else min(entries, 3 if longest < 16 else 2)
+    legend = ax.legend(frameon=False, loc="upper center", fontsize=fontsize, ncol=columns,
+                       bbox_to_anchor=(0.5, -0.15))
+    legend.below = True
+    legend.set_in_layout(False)  # the axes keep their size; the saved figure grows to hold it
     for text in legend.get_texts():
         text.set_color(colors["text"])
+    return legend
+
+
+def place_legends(fig) -> None:
+    """Each legend made by legend_below moves to just under everything else its axes draw."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not getattr(legend, "below", False):
+            continue
+        legend.set_visible(False)
+        bottom = ax.get_tightbbox(renderer).y0
+        legend.set_visible(True)
+        y = ax.transAxes.inverted().transform((0, bottom))[1]
+        legend.set_bbox_to_anchor((0.5, y - 0.02), transform=ax.transAxes)
+
+
+def place_clear(ax, text, candidates: list[tuple[float, float, str, str]]) -> None:
+    """Puts `text` at the first of `candidates` (x, y, ha, va) where it covers no other text, line
+    or point of `ax`; the last one if none is clear (the browser test then names the chart).
+    x, y are data coordinates for ax.text, and the offset from its point for ax.annotate.
+    The chart places each such text again once its layout is final (_tidy)."""
+    if not hasattr(ax, "placed"):
+        ax.placed = []
+    if all(t is not text for t, _ in ax.placed):
+        ax.placed.append((text, candidates))
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    others = [t.get_window_extent(renderer) for t in ax.texts if t is not text and t.get_visible()]
+    points = []  # (x, y, margin): a line's samples, a scatter's points (as wide as their marker)
+    for line in ax.lines:
+        vertices = line.get_transform().transform_path(line.get_path()).vertices
+        for (x0, y0), (x1, y1) in zip(vertices, vertices[1:], strict=False):
+            steps = max(1, int(math.hypot(x1 - x0, y1 - y0) / 2))
+            points += [(x0 + (x1 - x0) * k / steps, y0 + (y1 - y0) * k / steps, 1.5)
+                       for k in range(steps + 1)]
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection):  # a scatter's points, not a band's area
+            offsets = collection.get_offsets()
+            points += [(x, y, 5.0) for x, y in collection.get_offset_transform().transform(offsets)]
+    def place(x, y, ha, va) -> int:
+        """Moves the text there; how much it covers (a text counts more than a point)."""
+        if hasattr(text, "xyann"):
+            text.xyann = (x, y)
+        else:
+            text.set_position((x, y))
+        text.set_horizontalalignment(ha)
+        text.set_verticalalignment(va)
+        box = text.get_window_extent(renderer).expanded(1.02, 1.1)
+        return 10 * sum(box.overlaps(o) for o in others) + sum(
+            box.x0 - m < px < box.x1 + m and box.y0 - m < py < box.y1 + m for px, py, m in points)
+
+    covered = []
+    for candidate in candidates:
+        covered.append(place(*candidate))
+        if covered[-1] == 0:
+            return
+    place(*candidates[covered.index(min(covered))])  # none is clear: the least covered
+
+
+def _tidy(fig) -> None:
+    """Before a chart is written: enough ticks, none touching, legends under the axes."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            enough_ticks(axis)
+    fig.canvas.draw()  # tick labels take their places only when drawn
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            thin_tick_labels(axis, renderer)
+        for text, candidates in getattr(ax, "placed", []):  # the layout may have moved them
+            place_clear(ax, text, candidates)
+    place_legends(fig)
+    for ax in fig.axes:  # kept out of the layout, the legends belong in the saved figure
+        if ax.get_legend() is not None:
+            ax.get_legend().set_in_layout(True)
+
+
+def _legend(ax, colors, layout: str, entries: int) -> None:
+    legend_below(ax, colors, entries, layout)
 
 
 def _both_themes(plot: Callable, title: str | None, size: dict[str, tuple[float, float]] | None = None
@@ -166,7 +316,10 @@ def _both_themes(plot: Callable, title: str | None, size: dict[str, tuple[float,
                 fig, ax = plt.subplots(figsize=figsize)
                 plot(ax, colors, layout)
                 ax.grid(True, color=colors["grid"], linewidth=0.6)
-                svgs[theme][layout] = _svg(fig, ax, title, colors)
+                svg = _svg(fig, ax, title, colors)
+                # A drawing shown in an <object> on the dark page declares its scheme: Chromium
+                # paints an opaque white backdrop under one whose scheme differs from its frame's.
+                svgs[theme][layout] = svg.replace("<svg ", f'<svg style="color-scheme: {theme}" ', 1)
     return svgs
 
 
@@ -205,10 +358,41 @@ def _svg(fig, ax=None, title: str | None = None, colors: dict[str, str] | None =
         fit_title(fig, ax, title, colors)
     else:
         fig.tight_layout()
+    _tidy(fig)
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(fig)
-    return buffer.getvalue()
+    return point_titles(buffer.getvalue())
+
+
+def point_titles(svg: str) -> str:
+    """Each marker of a line whose gid lists its points' texts (POINTS_GID) gets an SVG <title>:
+    its value on hover, and a name for assistive technology. The gid itself becomes a plain id."""
+    out, last = [], 0
+    for n, group in enumerate(re.finditer(r'<g id="' + re.escape(POINTS_GID) + r'([^"]*)">', svg)):
+        texts = html.unescape(group[1]).split("|")
+        end = _group_end(svg, group.end())
+        body = svg[group.end():end]
+        marks = iter(texts)
+
+        def titled(use: re.Match[str], marks=marks) -> str:
+            return f"<use {use[1]}><title>{html.escape(next(marks, ''))}</title></use>"
+
+        body = re.sub(r"<use ([^>]*?)/>", titled, body)
+        out += [svg[last:group.start()], f'<g id="series-{n + 1}">', body]
+        last = end
+    out.append(svg[last:])
+    return "".join(out)
+
+
+def _group_end(svg: str, start: int) -> int:
+    """Where the <g> opened just before `start` closes."""
+    depth = 1
+    for tag in re.finditer(r"<(/?)g[ >]", svg[start:]):
+        depth += -1 if tag[1] else 1
+        if depth == 0:
+            return start + tag.start()
+    raise ValueError("unbalanced <g> in a chart's SVG")
 
 
 def timeline(bench: Benchmark, title: str | None = None) -> dict[str, dict[str, str]]:

@@ -8,6 +8,7 @@ one image per theme, a short provenance tag, and the numbers behind it in a coll
 from __future__ import annotations
 
 import hashlib
+import html
 from pathlib import Path
 
 from mkdocs.utils import get_relative_url
@@ -19,26 +20,28 @@ CHART_DIR = "assets/charts"
 
 def embed(build, svgs: dict[str, dict[str, str] | str], alt: str, tag_html: str,
           details_markdown: str, page_url: str) -> str:
-    """<figure> with one picture per theme (Material's #only-light / #only-dark), a narrow
-    drawing for phones where there is one, and the numbers behind it in a collapsed block."""
+    """<figure> with one drawing per theme and width, and the numbers behind it in a collapsed
+    block. Each drawing is an <object>, not an <img>: an SVG shown as an image is a picture only,
+    while an object keeps its <title>s, so each point tells its value on hover. CSS shows the one
+    for the reader's scheme and screen (docs/assets/extra.css: `.timing-chart object`)."""
     def store(svg: str, suffix: str) -> str:
         name = f"{CHART_DIR}/{hashlib.sha256(svg.encode()).hexdigest()[:16]}-{suffix}.svg"
         build.figures[name] = svg
         return get_relative_url(name, page_url)
 
-    pictures = []
+    label = html.escape(alt, quote=True)
+    drawings = []
     for theme, layouts in svgs.items():
         layouts = {"wide": layouts} if isinstance(layouts, str) else layouts
-        img = f'<img src="{store(layouts["wide"], theme)}#only-{theme}" alt="{alt}">'
-        if "narrow" in layouts:
-            narrow = store(layouts["narrow"], f"{theme}-narrow")
-            source = f'<source media="(max-width: 600px)" srcset="{narrow}">'
-            pictures.append(f"<picture>{source}{img}</picture>")
-        else:
-            pictures.append(img)
+        for layout, svg in layouts.items():
+            suffix = theme if layout == "wide" else f"{theme}-{layout}"
+            fits = "" if "narrow" in layouts else " timing-any-width"
+            drawings.append(f'<object class="timing-{layout} only-{theme}{fits}" '
+                            f'type="image/svg+xml" data="{store(svg, suffix)}" role="img" '
+                            f'aria-label="{label}">{label}</object>')
     details = details_markdown.strip().replace("\n", "\n    ")
     return (
-        f'\n<figure class="timing-chart">\n{chr(10).join(pictures)}\n'
+        f'\n<figure class="timing-chart">\n{chr(10).join(drawings)}\n'
         f"<figcaption>{tag_html}</figcaption>\n</figure>\n\n"
         f'??? note "The numbers behind this figure"\n\n    {details}\n\n'
     )

@@ -30,7 +30,7 @@ from fieldguide.timings import (
     TIME_FIELDS,
     Benchmark,
     benchmark_location,
-    format_value,
+    format_range,
     matches,
 )
 
@@ -89,9 +89,10 @@ def spread_note(bench: Benchmark, field: str = "median", spec: str | None = None
     runs = f"{len(bench.records)} run" + ("s" if len(bench.records) > 1 else "")
     count = machines(bench)
     where = f"{count} machine" + ("s" if count > 1 else "")
-    if len(values) > 1:
-        low, high = (format_value(field, v, spec) + unit for v in (min(values), max(values)))
-        return f"host-bound: {low}–{high} over {runs} on {where}"
+    if len(values) > 1:  # the ends in the value's own unit, written once (fieldguide/timings.py)
+        _, ends = format_range(field, bench.value(field), min(values), max(values), spec)
+        glued = unit in ("×", "%") and not ends.endswith(unit)
+        return f"host-bound: {ends}{unit if glued else ''} over {runs} on {where}"
     return f"host-bound: {runs} on {where}"
 
 

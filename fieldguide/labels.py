@@ -1,4 +1,9 @@
-"""How a benchmark reads on a page: labels declared beside the benchmark, read without running it.
+"""How things read on a page: the one registry of labels (fields, GPUs) and the labels declared
+beside each benchmark, read without running it.
+
+A table column or a chart axis is named by FIELD_LABELS: a field without an entry there fails the
+build (`column_label`), so no header shows a code id such as `peak_gpu0_gib`. A GPU is named by
+`gpu_label` everywhere it appears (tabs, tags, the "Measured on" line).
 
 A benchmark module may declare, at module level, two plain dicts (literals only):
 
@@ -21,6 +26,57 @@ from pathlib import Path
 from typing import Any
 
 from fieldguide.timings import Benchmark, benchmark_location, format_value
+
+# Every field a page shows as a table column, an axis or a crossover's variable, as a reader
+# reads it. The unit is not part of the label: the values carry it.
+FIELD_LABELS: dict[str, str] = {
+    # statistics over a benchmark's rounds, and what is derived from them (fieldguide/timings.py)
+    "median": "Median", "iqr": "IQR", "q1": "Q1", "q3": "Q3", "mean": "Mean",
+    "stddev": "Std dev", "min": "Min", "max": "Max", "rounds": "Rounds", "runs": "Runs",
+    "bandwidth_gbs": "Bandwidth", "tflops": "Rate", "per_op": "Per operation",
+    # what benchmarks record (extra_info)
+    "bytes": "Size", "message_bytes": "Message size", "elements": "Elements", "n": "n",
+    "ops": "Operations", "grid": "Grid size",
+    "relative_error": "Relative error",
+    "peak_gib": "Peak memory", "peak_memory_gib": "Peak memory", "peak_bytes": "Peak memory",
+    "peak_gpu0_gib": "Peak memory, GPU 0", "peak_gpu1_gib": "Peak memory, GPU 1",
+    "allocated_before_bytes": "Allocated before", "new_blocks": "New blocks",
+    "utilization_pct": "GPU utilization", "power_w": "Power",
+    "step_us": "Step", "pause_s": "Pause", "overlap_ms": "Overlap", "kernel_s": "Kernel time",
+    "event_s": "Event time", "all_reduce_ms": "All-reduce", "busbw_gbs": "Bus bandwidth",
+    "items_per_s": "Items per second", "num_workers": "Worker processes",
+    "idle_gpu0": "GPU 0 idle", "idle_gpu1": "GPU 1 idle", "idle_mean": "Idle, both GPUs",
+    "final_loss": "Final loss", "cross_entropy": "Cross-entropy",
+    "cprofile_forward_ms": "In forward (cProfile)", "cprofile_loss_value_ms": "In loss_value (cProfile)",
+    "cprofile_item_ms": "In .item() (cProfile)",
+    # the dtype each module ran in (mixed-precision training): PyTorch's own class names
+    "Embedding": "Embedding", "LayerNorm": "LayerNorm", "Linear": "Linear",
+    "Attention": "Attention", "GELU": "GELU", "Block": "Block",
+}
+
+
+def field_label(field: str) -> str:
+    """How a field reads as a header or an axis label; an unregistered field is an error."""
+    try:
+        return FIELD_LABELS[field]
+    except KeyError:
+        raise ValueError(f"field {field!r} has no label: add one to FIELD_LABELS in "
+                         "fieldguide/labels.py, so no header shows a code id") from None
+
+
+column_label = field_label
+
+
+# The GPUs as pages name them: the product, without the vendor every one shares. A GPU the
+# timing run records under a name not listed here reads as that name less "NVIDIA ".
+GPU_LABELS: dict[str, str] = {"NVIDIA H100 80GB HBM3": "H100 80GB HBM3", "NVIDIA H200": "H200"}
+
+
+def gpu_label(gpu: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100 80GB HBM3'; '2 × NVIDIA H200' -> '2 × H200'."""
+    count, times, name = gpu.rpartition(" × ")
+    short = GPU_LABELS.get(name, name.removeprefix("NVIDIA ").strip())
+    return f"{count}{times}{short}"
 
 
 @cache

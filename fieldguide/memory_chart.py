@@ -91,23 +91,26 @@ def draw(rows: list[dict[str, Any]], title: str | None = None,
                 ax.text(ts[first], top * 1.04, f" step {step}", color=colors["text"],
                         fontsize=charts.FONT_PT - 2, va="bottom", ha="left")
                 seen_steps.append(step)
-        for label, value in levels:
-            ax.axhline(value / scale, color=colors["text"], linestyle="--", linewidth=0.8,
-                       alpha=0.7)
-            ax.text(ts[-1], value / scale, f"{label} ", color=colors["text"],
-                    fontsize=charts.FONT_PT - 2, va="bottom", ha="right")
         ax.set_xlim(ts[0], ts[-1])
         ax.set_ylim(0, top * 1.15)
+        for _, value in levels:
+            ax.axhline(value / scale, color=colors["text"], linestyle="--", linewidth=0.8,
+                       alpha=0.7)
+        lift = top * 0.02  # a level's name sits just above or below its dashed line
+        for label, value in levels:  # where it covers neither the memory line nor another name
+            text = ax.text(ts[-1], value / scale + lift, label, color=colors["text"],
+                           fontsize=charts.FONT_PT - 2)
+            inner = [(ts[len(ts) * k // 8], "center") for k in (4, 2, 6, 1, 3, 5, 7)]
+            charts.place_clear(ax, text, [
+                (x, value / scale + dy, ha, va)
+                for x, ha in ((ts[-1], "right"), (ts[0], "left"), *inner)
+                for dy, va in ((lift, "bottom"), (-lift, "top"))])
         ax.yaxis.set_major_formatter(FuncFormatter(charts.tick))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
         ax.set_xlabel("allocator events, in order")
         ax.set_ylabel(f"allocated ({unit})")
         # Below the axes: inside, it would cover the area it explains.
-        legend = ax.legend(frameon=False, loc="upper center", fontsize=charts.FONT_PT - 1,
-                           bbox_to_anchor=(0.5, -0.42 if layout == "narrow" else -0.2),
-                           ncol=1 if layout == "narrow" else max(1, len(labelled)))
-        for text in legend.get_texts():
-            text.set_color(colors["text"])
+        charts.legend_below(ax, colors, len(labelled), layout)
 
     return charts._both_themes(plot, title)
 

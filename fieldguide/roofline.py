@@ -26,7 +26,7 @@ from matplotlib.ticker import FuncFormatter
 
 from fieldguide import charts  # selects matplotlib's Agg backend before anything draws
 from fieldguide.charts import PALETTE
-from fieldguide.timings import Record, TimingError
+from fieldguide.timings import Record, TimingError, format_number
 
 DATASHEETS = Path(__file__).with_name("datasheets.toml")
 
@@ -167,11 +167,14 @@ def roof_for(point: Point, roofs: list[Roof]) -> Roof:
 
 
 def format_rate(flops_per_s: float) -> str:
-    return f"{flops_per_s / 1e12:.3g} TFLOP/s" if flops_per_s >= 1e11 else f"{flops_per_s / 1e9:.3g} GFLOP/s"
+    """By the site's rule for numbers (fieldguide.timings.format_number): 989 TFLOP/s, 51.2 GFLOP/s."""
+    if flops_per_s >= 1e11:
+        return f"{format_number(flops_per_s / 1e12)} TFLOP/s"
+    return f"{format_number(flops_per_s / 1e9)} GFLOP/s"
 
 
 def _percent(share: float) -> str:
-    return f"{share:.0%}" if share >= 0.1 else f"{share * 100:.2g}%"
+    return f"{format_number(share * 100)}%"
 
 
 _AUTO = object()  # draw() and summary_markdown(): look the datasheet up from the roofs' GPU
@@ -188,7 +191,8 @@ def datasheet_share(point: Point, roof: Roof, sheet: Datasheet) -> float | None:
 def datasheet_markdown(bandwidth: float, roofs: list[Roof], sheet: Datasheet) -> str:
     """Each measured ceiling beside the datasheet's figure for it, and the share it reached."""
     rows = ["| Ceiling | Measured | Datasheet | Measured / datasheet |", "|:--|--:|--:|--:|",
-            f"| memory | {bandwidth / 1e9:.4g} GB/s | {sheet.memory_bytes_per_s / 1e9:.4g} GB/s | "
+            f"| memory | {format_number(bandwidth / 1e9)} GB/s | "
+            f"{format_number(sheet.memory_bytes_per_s / 1e9)} GB/s | "
             f"{_percent(bandwidth / sheet.memory_bytes_per_s)} |"]
     for r in roofs:
         peak = sheet.flops_per_s.get(r.label)
@@ -213,10 +217,11 @@ def summary_markdown(bandwidth: float, roofs: list[Roof], points: list[Point],
     """
     sheet = datasheet_of(roofs) if datasheet is _AUTO else datasheet
     ceilings = "; ".join(
-        f"{r.label} {format_rate(r.flops_per_s)} (ridge at {ridge(bandwidth, r.flops_per_s):.3g} flop/byte)"
+        f"{r.label} {format_rate(r.flops_per_s)} "
+        f"(ridge at {format_number(ridge(bandwidth, r.flops_per_s))} flop/byte)"
         for r in roofs
     )
-    head = (f"Memory roof {bandwidth / 1e9:.4g} GB/s. Compute roofs: {ceilings}. "
+    head = (f"Memory roof {format_number(bandwidth / 1e9)} GB/s. Compute roofs: {ceilings}. "
             "*Of roof* is the point's rate over the roofline at its intensity, under the compute "
             "roof of its own precision where it names one and the highest roof otherwise.")
     if sheet is not None:
@@ -234,7 +239,7 @@ def summary_markdown(bandwidth: float, roofs: list[Roof], points: list[Point],
             of_sheet = datasheet_share(p, roof, sheet)
             cells += f" {_percent(of_sheet) if of_sheet is not None else '–'} |"
         shown = (names or {}).get(p.name, f"`{p.name}`")  # the benchmark's label where given
-        rows.append(f"| {shown} | {p.intensity:.3g} | {format_rate(p.flops_per_s)} | "
+        rows.append(f"| {shown} | {format_number(p.intensity)} | {format_rate(p.flops_per_s)} | "
                     f"{cells} {bound(p.intensity, bandwidth, roof.flops_per_s)} |")
     table = head + "\n\n" + "\n".join(rows)
     if sheet is not None:
@@ -253,12 +258,15 @@ def _clusters(roofs: list[Roof]) -> list[list[Roof]]:
     return groups
 
 
+CITED_STYLE = {"linewidth": 1.1, "linestyle": ":", "alpha": 0.6}
+
+
 def _draw_cited(ax, fig, bandwidth: float, peaks: list[float], lo: float, hi: float,
-                labels: list, colors: dict[str, str], legend: str) -> None:
-    """The datasheet's roofs, dotted and fainter than the measured ones, and stopped short of
-    the measured roofs' labels so that no dotted line runs through their text."""
-    style = {"color": colors["text"], "linewidth": 1.1, "linestyle": ":", "alpha": 0.6}
-    ax.plot([lo, ridge(bandwidth, peaks[-1])], [bandwidth * lo, peaks[-1]], **style, label=legend)
+                labels: list, colors: dict[str, str]) -> None:
+    """The datasheet's compute roofs, dotted and fainter than the measured ones, and stopped
+    short of the measured roofs' labels so that no dotted line runs through their text. (Its
+    memory roof is drawn before the labels are placed, which avoid it.)"""
+    style = CITED_STYLE | {"color": colors["text"]}
     fig.canvas.draw()  # lay the labels out, to know where they are
     boxes = [t.get_window_extent() for t in labels]
     for peak in peaks:
@@ -314,47 +322,61 @@ def draw(bandwidth: float, roofs: list[Roof], points: list[Point],
         top = roofs[-1].flops_per_s
         ax.plot([lo, ridge(bandwidth, top)], [bandwidth * lo, top], color=colors["text"],
                 linewidth=1.6)
-        fig.tight_layout()
-        x0 = math.sqrt(lo * ridge(bandwidth, roofs[0].flops_per_s))
-        (ax0, ay0), (ax1, ay1) = ax.transData.transform([(x0, bandwidth * x0),
-                                                         (2 * x0, 2 * bandwidth * x0)])
-        ax.text(x0, bandwidth * x0 * 1.5, f"memory {bandwidth / 1e9:.4g} GB/s", fontsize=small,
-                rotation=math.degrees(math.atan2(ay1 - ay0, ax1 - ax0)), rotation_mode="anchor",
-                ha="center", va="bottom", color=colors["text"])
-        # One flat compute roof per precision, from where it meets the memory roof; roofs
-        # within 25% of each other share one label.
+        # One flat compute roof per precision, from where it meets the memory roof.
         for k, roof in enumerate(roofs):
             ax.plot([ridge(bandwidth, roof.flops_per_s), hi], [roof.flops_per_s] * 2,
                     color=colors["text"], linewidth=1.2,
                     linestyle="-" if k == len(roofs) - 1 else "--")
+        roof_labels = {r.label for r in roofs}
+        for i, (group, members) in enumerate(sorted(groups.items())):
+            members.sort(key=lambda p: p.intensity)
+            ax.scatter([p.intensity for p in members], [p.flops_per_s for p in members],
+                       color=PALETTE[i % len(PALETTE)], marker=charts.MARKERS[i % len(charts.MARKERS)],
+                       s=28, zorder=3, label=group)
+        if cited:
+            ax.plot([lo, ridge(cited_bandwidth, cited[-1])], [cited_bandwidth * lo, cited[-1]],
+                    **CITED_STYLE, color=colors["text"], label=f"datasheet peaks ({sheet.product})")
+        fig.tight_layout()
+        # The labels go where they cover no roof, point or other label (charts.place_clear).
+        x0 = math.sqrt(lo * ridge(bandwidth, roofs[0].flops_per_s))
+        (ax0, ay0), (ax1, ay1) = ax.transData.transform([(x0, bandwidth * x0),
+                                                         (2 * x0, 2 * bandwidth * x0)])
+        memory = ax.text(x0, bandwidth * x0 * 1.5, f"memory {format_number(bandwidth / 1e9)} GB/s",
+                         fontsize=small, rotation=math.degrees(math.atan2(ay1 - ay0, ax1 - ax0)),
+                         rotation_mode="anchor", color=colors["text"])
+        along = [lo * (x0 / lo) ** f for f in (1.0, 1.4, 0.7, 1.8, 2.2, 0.5)]
+        charts.place_clear(ax, memory, [(x, bandwidth * x * above, "center", va) for x in along
+                                        for above, va in ((1.5, "bottom"), (1 / 1.5, "top"),
+                                                          (2.2, "bottom"), (1 / 2.2, "top"))])
+        # Roofs within 25% of each other share one label.
         labels = []
         for cluster in _clusters(roofs):
             # On a phone, names only: the rates are in the table under the figure.
             text = " · ".join(r.label if narrow else f"{r.label} {format_rate(r.flops_per_s)}"
                               for r in cluster)
-            labels.append(ax.text(hi / 1.15, cluster[-1].flops_per_s * 1.08, text, ha="right",
-                                  va="bottom", fontsize=small, color=colors["text"]))
+            label = ax.text(hi / 1.15, cluster[-1].flops_per_s * 1.08, text, fontsize=small,
+                            color=colors["text"])
+            y_low, y_high = cluster[0].flops_per_s, cluster[-1].flops_per_s
+            start = ridge(bandwidth, y_high) * 1.3  # just right of where the roof begins
+            charts.place_clear(ax, label, [
+                (x, y, ha, va) for x, ha in ((hi / 1.15, "right"), (hi / 2, "right"),
+                                             (hi / 4, "right"), (start, "left"), (hi / 16, "right"))
+                for y, va in ((y_high * 1.08, "bottom"), (y_low / 1.08, "top"),
+                              (y_high * 1.25, "bottom"), (y_low / 1.25, "top"))])
+            labels.append(label)
         if cited:
-            _draw_cited(ax, fig, cited_bandwidth, cited, lo, hi, labels, colors,
-                        f"datasheet peaks ({sheet.product})")
-        roof_labels = {r.label for r in roofs}
-        for i, (group, members) in enumerate(sorted(groups.items())):
-            color = PALETTE[i % len(PALETTE)]
-            members.sort(key=lambda p: p.intensity)
-            ax.scatter([p.intensity for p in members], [p.flops_per_s for p in members],
-                       color=color, s=28, zorder=3, label=group)
-            if narrow:
-                continue  # too crowded on a phone: the legend and the table name them
-            for p in members:
-                if p.label and p.label not in roof_labels:  # a roof's own point is named by the roof
-                    ax.annotate(p.label, (p.intensity, p.flops_per_s), textcoords="offset points",
-                                xytext=(6, -10), fontsize=small, color=color)
-        if narrow:
-            legend = ax.legend(frameon=False, fontsize=small, loc="upper center",
-                               bbox_to_anchor=(0.5, -0.22), ncol=1)
-        else:
-            legend = ax.legend(frameon=False, fontsize=small, loc="lower right")
-        for text in legend.get_texts():
-            text.set_color(colors["text"])
+            _draw_cited(ax, fig, cited_bandwidth, cited, lo, hi, labels, colors)
+        if not narrow:  # too crowded on a phone: the legend and the table name the points
+            for i, (_group, members) in enumerate(sorted(groups.items())):
+                for p in members:
+                    if p.label and p.label not in roof_labels:  # a roof's point: named by the roof
+                        note = ax.annotate(p.label, (p.intensity, p.flops_per_s),
+                                           textcoords="offset points", xytext=(6, -10),
+                                           fontsize=small, color=PALETTE[i % len(PALETTE)])
+                        charts.place_clear(ax, note, [
+                            (dx, dy, "left" if dx > 0 else "right", "baseline")
+                            for dx, dy in ((6, -10), (6, 6), (-6, 6), (-6, -10), (10, -16),
+                                           (10, 12), (-10, 12), (-10, -16))])
+        charts.legend_below(ax, colors, len(groups), layout, fontsize=small)
 
     return charts._both_themes(plot, title, {"wide": (7.5, 4.8), "narrow": (4.3, 5.2)})

@@ -41,8 +41,10 @@ from fieldguide.timings import (
     Run,
     TimingError,
     Timings,
-    column_label,
     disagreeing_range,
+    format_number,
+    format_range,
+    format_spec,
     format_value,
     link_summary,
 )
@@ -176,6 +178,9 @@ class Build:
         out, last = [], 0
         for match, code in find(markdown):
             renderer = RENDERERS.get(code.kind)
+            glued = code.kind == "ratio" and markdown.startswith("×", match.end())
+            if glued:  # "<!-- timing-ratio: ... -->×": the sign goes after the number and range
+                code.options.setdefault("unit", "×")
             try:
                 if renderer is None:
                     raise ValueError(f"unknown shortcode kind {code.kind!r}; known: "
@@ -186,9 +191,9 @@ class Build:
                 rendered = f'<span class="timing-missing">[timing unavailable: {code.kind}]</span>'
             out.append(markdown[last:match.start()])
             out.append(rendered)
-            last = match.end()
+            last = match.end() + (1 if glued else 0)
         out.append(markdown[last:])
-        markdown = "".join(out)
+        markdown = one_tag_per_group("".join(out))
         if page.runs:
             markdown = markdown.rstrip("\n") + "\n\n" + measured_on(page) + "\n"
         return markdown, page
@@ -213,55 +218,117 @@ def unrendered(html_text: str) -> list[str]:
 
 # --- Provenance ----------------------------------------------------------------------------------
 
-def _short_date(run: Run) -> str:
-    return run.date[:10]
+TAG = re.compile(r'<p class="timing-tag">(?P<gpu>[^·<]+) · (?P<rest>.*?)</p>\n?')
+
+
+def _dates(runs: list[Run]) -> str:
+    dates = sorted(run.date[:10] for run in runs)
+    if dates[0] == dates[-1]:
+        return dates[0]
+    same_month = dates[0][:7] == dates[-1][:7]
+    return f"{dates[0]} to {dates[-1][8:] if same_month else dates[-1]}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{format_number(n)} {noun}{'' if n == 1 else 's'}"
 
 
 def tag(benchmarks: list[Benchmark], gpu: str) -> str:
-    """The short line under a table or figure: which GPU, how many runs, when."""
-    runs = {run.id: run for b in benchmarks for run in b.runs}
-    dates = sorted(_short_date(r) for r in runs.values())
-    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
-    count = f"{len(runs)} run" + ("s" if len(runs) > 1 else "")
-    return (f'<p class="timing-tag">{html.escape(gpu)} · {count} · {when} · '
+    """The short line under a table or figure: which GPU, how many runs, when. A page shows it
+    once per group of tables and figures measured by the same runs (`one_tag_per_group`)."""
+    runs = list({run.id: run for b in benchmarks for run in b.runs}.values())
+    return (f'<p class="timing-tag">{html.escape(labels.gpu_label(gpu))} · '
+            f'{_count(len(runs), "run")} · {_dates(runs)} · '
             f'<a href="#measured-on">how and where</a></p>')
 
 
+def one_tag_per_group(text: str) -> str:
+    """Drops each provenance tag that repeats the last one shown for its GPU: a run of tables and
+    figures measured by the same runs gets one tag, under the first."""
+    last: dict[str, str] = {}
+
+    def keep_new(match: re.Match[str]) -> str:
+        gpu, rest = match["gpu"].strip(), match["rest"]
+        if last.get(gpu) == rest:
+            return ""
+        last[gpu] = rest
+        return match[0]
+
+    return TAG.sub(keep_new, text)
+
+
+# (label, fingerprint key) of what a run's numbers depend on besides the GPU
+VERSIONS = (("driver", "driver"), ("CUDA", "cuda_runtime"), ("PyTorch", "torch"),
+            ("Triton", "triton"), ("CuPy", "cupy"), ("NumPy", "numpy"), ("Python", "python"))
+
+
+def _host(fp: dict) -> str | None:
+    return f"{fp['cpu_brand']}, {fp['cpu_count']} cores" if fp.get("cpu_brand") else None
+
+
+def _machine(fp: dict) -> str:
+    """SMs and compute capability, and for a machine of several GPUs its link and NCCL."""
+    text = f"{fp['sm_count']} SMs, sm_{fp['compute_capability'].replace('.', '')}"
+    if (fp.get("gpu_count") or 1) > 1:
+        text += f", {link_summary(fp.get('interconnect')) or 'link not recorded'}"
+        text += f", NCCL {fp.get('nccl') or 'not recorded'}"
+    return text
+
+
+def _values(runs: list[Run], read: Callable[[dict], str | None]) -> list[str]:
+    return sorted({v for v in (read(r.fingerprint) for r in runs) if v})
+
+
 def measured_on(page: Page) -> str:
-    """The page's one provenance box: every run its numbers came from."""
-    rows = ["| GPU | Date | Driver | CUDA | PyTorch | Triton | CuPy | NumPy | Python | Host CPU "
-            "| Commit |",
-            "|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|:--|"]
+    """The page's provenance: one line per GPU (its runs, leases, dates, and each version, with
+    every value where runs differ), and every run in a collapsed table."""
+    by_gpu: dict[str, list[Run]] = {}
     for gpu, run, _ in sorted(page.runs.values(), key=lambda t: (t[0], t[1].date)):
+        by_gpu.setdefault(gpu, []).append(run)
+    lines = []
+    for gpu, runs in by_gpu.items():
+        leases = {r.lease for r in runs if r.lease}
+        parts = [f"{label} {' or '.join(vals)}" for label, key in VERSIONS
+                 if (vals := _values(runs, lambda fp, key=key: fp.get(key)))]
+        hosts = _values(runs, _host)
+        lines.append(
+            f"- **{html.escape(labels.gpu_label(gpu))}** ({_machine(runs[-1].fingerprint)}): "
+            f"{_count(len(runs), 'run')} on {_count(len(leases), 'machine lease')}, "
+            f"{_dates(runs)}; {', '.join(parts)}"
+            + (f"; host {' or '.join(hosts)}" if hosts else "") + ".")
+    every = [(gpu, run) for gpu, runs in by_gpu.items() for run in runs]
+    # the per-run table keeps only what tells the runs apart
+    varying = [(label, key) for label, key in VERSIONS
+               if len({run.fingerprint.get(key) for _, run in every}) > 1]
+    head = ["Date (UTC)", "GPU", "Lease", "Commit", *(label for label, _ in varying)]
+    rows = ["| " + " | ".join(head) + " |", "|" + ":--|" * len(head)]
+    for gpu, run in every:
         fp = run.fingerprint
-        cpu = fp.get("cpu_brand")
-        cpu = f"{cpu}, {fp['cpu_count']} cores" if cpu else "not recorded"
-        joined = ""
-        if (fp.get("gpu_count") or 1) > 1:  # what a number of several GPUs depends on
-            link = link_summary(fp.get("interconnect")) or "link not recorded"
-            joined = f", {link}, NCCL {fp.get('nccl') or 'not recorded'}"
-        rows.append(
-            f"| {gpu} ({fp['sm_count']} SMs, sm_{fp['compute_capability'].replace('.', '')}"
-            f"{joined}) "
-            f"| {run.date[:16].replace('T', ' ')} UTC | {fp['driver']} | {fp['cuda_runtime']} "
-            f"| {fp['torch']} | {fp.get('triton') or 'not recorded'} "
-            f"| {fp.get('cupy') or 'not installed'} | "
-            f"{fp.get('numpy') or 'not recorded'} | {fp['python']} | {cpu} | "
-            f"`{run.commit[:10]}`{' (uncommitted changes)' if fp.get('git_dirty') else ''} |")
+        commit = f"`{run.commit[:10]}`" + (" (uncommitted changes)" if fp.get("git_dirty") else "")
+        cells = [run.date[:16].replace("T", " "), labels.gpu_label(gpu), (run.lease or "–")[:8],
+                 commit, *(str(fp.get(key) or "–") for _, key in varying)]
+        rows.append("| " + " | ".join(cells) + " |")
+    table = "\n".join("    " + row for row in rows)
     return ("## Measured on\n\n"
             "Every number and figure on this page comes from these timing runs. A number is the "
             "median over the runs that measured the current code; where runs disagree by more "
-            "than 20 % the page gives their range.\n\n" + "\n".join(rows))
+            "than 20 % the page gives their range.\n\n" + "\n".join(lines) + "\n\n"
+            f'??? info "Every run behind this page ({format_number(len(every))})"\n\n' + table + "\n")
 
 
 # --- Text renderers ------------------------------------------------------------------------------
 
-def _spread_note(bench: Benchmark, field_name: str, spec: str | None = None, unit: str = "") -> str:
+def _with_range(bench: Benchmark, field_name: str, spec: str | None = None, unit: str = "") -> str:
+    """The value, and where runs disagree their range in the value's unit, written once:
+    "0.0377 GB/s (0.0315–0.0440 over 4 runs)". `unit` follows a value that has none of its own
+    (a page's `unit=`)."""
+    value = bench.value(field_name)
     spread = bench.spread(field_name)
     if not spread:
-        return ""
-    low, high = (format_value(field_name, v, spec) + unit for v in spread)
-    return f"{low}–{high} over {len(bench.records)} runs"
+        return format_value(field_name, value, spec) + unit
+    text, ends = format_range(field_name, value, *spread, spec)
+    glued = unit in ("×", "%")
+    return f"{text}{unit} ({ends}{unit if glued else ''} over {len(bench.records)} runs)"
 
 
 def render_table(code: Shortcode, build: Build, page: Page) -> str:
@@ -273,7 +340,7 @@ def render_table(code: Shortcode, build: Build, page: Page) -> str:
 
 
 def table_markdown(build: Build, benches: list[Benchmark], columns: list[str]) -> str:
-    head = "| Benchmark | " + " | ".join(column_label(c) for c in columns) + " |"
+    head = "| Benchmark | " + " | ".join(labels.column_label(c) for c in columns) + " |"
     rule = "|:--|" + "--:|" * len(columns)
     rows, flagged, host_rows = [], False, {}
     for bench in benches:
@@ -282,17 +349,18 @@ def table_markdown(build: Build, benches: list[Benchmark], columns: list[str]) -
         if host:
             host_rows[bench.name] = (bench, host)
         for column in columns:
-            if column == "runs":
-                cells.append(host_bound.spread_note(bench) if host else
-                             _spread_note(bench, "median") or str(len(bench.records)))
+            if column == "runs":  # a count; where runs disagree, the values give their range
+                cells.append(format_number(len(bench.records)))
                 continue
-            cell = format_value(column, bench.value(column))
-            # the median's range is the runs column's, if there is one; a spread's is noise
-            if column not in ("iqr", "stddev", "rounds") and not (
-                    column == "median" and "runs" in columns):
-                spread = (host_bound.spread_note(bench, column) if host and column == "median"
-                          else _spread_note(bench, column))
-                cell += f" ({spread})" if spread else ""
+            # a spread (IQR, standard deviation) or a count of rounds is shown as it is
+            if column in ("iqr", "stddev", "rounds"):
+                cell = format_value(column, bench.value(column))
+            elif host and host_bound.measured_field(column):
+                # a host-bound number: its whole range over every run and machine, however close
+                cell = (format_value(column, bench.value(column))
+                        + f" ({host_bound.spread_note(bench, column)})")
+            else:
+                cell = _with_range(bench, column)
             if column == "median" and bench.unsteady():
                 cell += ' <span class="timing-flag" title="rounds spread wider than their median">⚠</span>'
                 flagged = True
@@ -311,21 +379,23 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
         raise ValueError("timing-value takes NAME FIELD [FORMAT] [unit=UNIT]")
     name, field_name, *spec = code.args
     (bench,) = build.benchmarks(code, [name], page)
-    # unit=GB/s: written after the value and after each end of its range, "7.7 GB/s (6.0 GB/s–...)"
+    # unit=GB/s: for a value whose field carries no unit; written once, after the value
     unit = code.options.get("unit", "")
     unit = unit if unit in ("", "×", "%") else f" {unit}"
-    text = format_value(field_name, bench.value(field_name), spec[0] if spec else None) + unit
+    spec = spec[0] if spec else None
     host = host_bound.host_bound(bench, build.root)
     if host and host_bound.measured_field(field_name):
-        note = host_bound.spread_note(bench, field_name, spec[0] if spec else None, unit)
+        text = format_value(field_name, bench.value(field_name), spec) + unit
+        note = host_bound.spread_note(bench, field_name, spec, unit)
         title = html.escape(f"Measures the host ({host}). Hosts: "
                             + " · ".join(host_bound.hosts([bench])), quote=True)
         return f'{text} <span class="timing-host" title="{title}">({note})</span>'
-    spread = _spread_note(bench, field_name, spec[0] if spec else None, unit)
-    return f"{text} ({spread})" if spread else text
+    return _with_range(bench, field_name, spec, unit)
 
 
 def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
+    """NAME[:FIELD] over NAME[:FIELD]. With `unit=×` (given when the page writes × right after
+    the shortcode) the sign follows the number and the range: "2,528× (1,902–2,859× over 4 runs)"."""
     if len(code.args) not in (2, 3):
         raise ValueError("timing-ratio takes NAME[:FIELD] NAME[:FIELD] [FORMAT]")
     values, per_run, host = [], [], False
@@ -335,15 +405,22 @@ def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
         values.append(bench.value(field_name or "median"))
         per_run.append({r.run.id: r.value(field_name or "median") for r in bench.records})
         host = host or host_bound.host_bound(bench, build.root) is not None
-    spec = code.args[2] if len(code.args) == 3 else ".2g"
+    spec = code.args[2] if len(code.args) == 3 else None
+    unit = code.options.get("unit", "")
+
+    def number(value: float) -> str:
+        return format_spec(value, spec) if spec else format_number(value)
+
     # The ratio within each run that measured both: where runs disagree, their range too.
     ratios = [per_run[0][run] / per_run[1][run] for run in per_run[0].keys() & per_run[1].keys()
               if isinstance(per_run[0][run], (int, float)) and per_run[1][run]]
     # A host-bound number moves with the machine: only a ratio within one run compares alike.
-    text = format(statistics.median(ratios) if host and ratios else values[0] / values[1], spec)
+    text = number(statistics.median(ratios) if host and ratios else values[0] / values[1]) + unit
     spread = disagreeing_range(ratios)
     if spread:
-        text += f" ({format(spread[0], spec)}–{format(spread[1], spec)} over {len(ratios)} runs)"
+        low = number(spread[0])
+        low = low.rstrip("%") if spec and spec.endswith("%") else low
+        text += f" ({low}–{number(spread[1])}{unit} over {len(ratios)} runs)"
     return text
 
 
@@ -367,9 +444,15 @@ def render_crossover(code: Shortcode, build: Build, page: Page) -> str:
             break
         winning_from = size
     if winning_from is None:
-        return f"at none of the sizes measured (up to {x} = {format_value(x, shared[-1])})"
+        return f"at none of the sizes measured (up to {_in_prose(x)} = {format_value(x, shared[-1])})"
     spec = code.args[2] if len(code.args) == 3 else None
-    return f"from {x} = {format_value(x, winning_from, spec)} upwards"
+    return f"from {_in_prose(x)} = {format_value(x, winning_from, spec)} upwards"
+
+
+def _in_prose(field_name: str) -> str:
+    """A field's label inside a sentence: 'Size' -> 'size'; 'GPU 0 idle' stays."""
+    text = labels.field_label(field_name)
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
 
 
 def claims_file(root: Path, src_uri: str) -> Path:
@@ -396,7 +479,7 @@ def render_bound(code: Shortcode, build: Build, page: Page) -> str:
     if code.args[0] not in claims:
         raise KeyError(f"{path.name} has no claim {code.args[0]!r} (it has: {', '.join(claims)})")
     bound = claims[code.args[0]]
-    return format(bound, code.args[1] if len(code.args) == 2 else "g")
+    return format_spec(bound, code.args[1]) if len(code.args) == 2 else format_number(bound)
 
 
 def in_gpu_tabs(render: Callable[[Shortcode, Build, Page], str]
@@ -408,10 +491,10 @@ def in_gpu_tabs(render: Callable[[Shortcode, Build, Page], str]
         others = build.also_measured_on(code)
         if not others:
             return first
-        shown = [(build.timings(None).gpu, first)]
+        shown = [(labels.gpu_label(build.timings(None).gpu), first)]
         for slug in others:
             on_other = Shortcode(code.kind, code.args, {**code.options, "gpu": slug}, code.text)
-            shown.append((build.timings(slug).gpu, render(on_other, build, page)))
+            shown.append((labels.gpu_label(build.timings(slug).gpu), render(on_other, build, page)))
         return tab_set(build, page, shown)
 
     return tabs

@@ -3,7 +3,7 @@
 One folder per GPU model, one file per timing run, each file pytest-benchmark's own JSON
 (`pytest-benchmark compare timings/nvidia-h100-80gb-hbm3/*.json` reads them):
 
-    timings/<machine>/<YYYYmmddTHHMMSSZ>_<commit>.json   machine: nvidia-h100-80gb-hbm3, 2x-nvidia-h200
+    timings/<machine>/<YYYYmmddTHHMMSSZ>_<commit>.json   machine: e.g. 2x-nvidia-h200
         machine_info.fieldguide   the GPU, driver, CUDA, torch, CuPy, NumPy, host CPU, boot id
         commit_info               the commit measured
         benchmarks[]              name, fullname, stats (seconds), extra_info (what the benchmark
@@ -17,6 +17,7 @@ superseded; if the newest records' code no longer matches the tree, the number i
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from collections import Counter
@@ -422,80 +423,174 @@ def all_timings(directory: Path = TIMINGS_DIR) -> list[Timings]:
     return [Timings.load(d) for d in sorted(Path(directory).iterdir()) if d.is_dir()]
 
 
-# --- How numbers read --------------------------------------------------------------------------
+# --- How numbers read: one rule for every number on the site ----------------------------------
+#
+# Whole numbers as whole numbers (5, not 5.00), with a thousands comma (1,672); any other number to
+# three significant figures (45.3, 0.0712) but never fewer digits than its whole part (2,887, not
+# 2.89e+03), and below 0.001 as a power of ten (8.09 × 10⁻⁷); never e-notation. A quantity carries
+# its unit once: "0.0377 GB/s", a range "0.0315–0.0440" in the unit of the value it qualifies, a
+# ratio "2,528×", a share "86%". tests/site/test_built_site.py holds every built page to it.
+
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+SMALLEST_PLAIN = 1e-3   # below this a number reads as a power of ten
+
+
+def power_of_ten(value: float, digits: int = 3) -> str:
+    """8.09e-07 -> '8.09 × 10⁻⁷'."""
+    mantissa, exponent = f"{value:.{max(digits - 1, 0)}e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPT)}"
+
+
+def format_number(value: Any) -> str:
+    """The site's rule for a number without a unit: 5, 1,672, 45.3, 0.0712, 8.09 × 10⁻⁷."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    size = abs(value)
+    if size >= 100:
+        return f"{value:,.0f}"
+    if size < SMALLEST_PLAIN:
+        return power_of_ten(value)
+    digits = 2 - math.floor(math.log10(size))
+    text = f"{value:.{digits}f}"
+    # rounding can carry into a new digit (99.96 -> "100.0"): three figures, then
+    return f"{value:,.0f}" if abs(float(text)) >= 100 else text
+
+
+def format_spec(value: Any, spec: str) -> str:
+    """A page's own format spec (`.1f`, `.0%`, `.1e`) under the same rule: thousands commas, and
+    a power of ten instead of e-notation."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return format(value, spec)
+    if spec.endswith(("e", "E")):
+        return power_of_ten(value, int(spec.strip(".eE") or 6) + 1)
+    if spec.endswith("g"):
+        digits = int(spec.strip(".g") or 6)
+        if value and abs(value) < SMALLEST_PLAIN:
+            return power_of_ten(value, digits)
+        if not value or abs(value) >= 10 ** digits:
+            return f"{value:,.0f}"
+        decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+        return f"{float(f'{value:.{digits}g}'):,.{decimals}f}"
+    if "," not in spec and spec.endswith(("f", "%")):
+        spec = spec.replace(".", ",.", 1) if "." in spec else spec + ","
+    return format(value, spec)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """How a quantity's unit reads beside its number: ' GB/s' (a space) or '×'/'%' (glued)."""
+
+    text: str
+    scale: float = 1.0
+
+    def number(self, value: float) -> str:
+        return format_number(value if self.scale == 1 else value / self.scale)
+
+
+TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+BYTE_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
+
+
+def seconds_unit(seconds: float) -> Unit:
+    """The unit in which `seconds` reads between 1 and 1000: 3.2 µs, 41.0 ms, 1.25 s."""
+    for unit, scale in TIME_UNITS:
+        if abs(seconds) >= scale:
+            return Unit(f" {unit}", scale)
+    return Unit(" ns", 1e-9)
+
+
+def bytes_unit(nbytes: float) -> Unit:
+    for unit, scale in BYTE_UNITS:
+        if nbytes >= scale:
+            return Unit(f" {unit}", scale)
+    return Unit(" B", 1)
+
 
 def format_seconds(seconds: float) -> str:
     """Seconds in the unit a reader expects: 3.2 µs, 41.0 ms, 1.25 s."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
-
-
-def format_number(value: float) -> str:
-    """Three significant digits without scientific notation: 2430, 45.3, 0.0712."""
-    if value == 0 or not isinstance(value, float):
-        return f"{value:,}" if isinstance(value, int) else str(value)
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    digits = max(0, 2 - int(f"{abs(value):e}".split("e")[1]))
-    return f"{value:.{digits}f}"
+    unit = seconds_unit(seconds)
+    return unit.number(seconds) + unit.text
 
 
 def format_bytes(nbytes: float) -> str:
-    """1 KiB, 1.5 GiB, 256 MiB: three significant digits at most, no scientific notation."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1)):
-        if nbytes >= scale or unit == "B":
-            value = nbytes / scale
-            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
-    raise AssertionError("unreachable")
+    """1 KiB, 1.5 GiB, 256 MiB."""
+    unit = bytes_unit(nbytes)
+    value = nbytes / unit.scale
+    return format_number(int(value) if value.is_integer() else value) + unit.text
 
 
-UNITS: dict[str, Callable[[float], str]] = {
-    "bandwidth_gbs": lambda v: f"{format_number(v)} GB/s",
-    "tflops": lambda v: f"{format_number(v)} TFLOP/s",
-    "bytes": format_bytes,
+# A derived field's unit, and a recorded field's unit from the end of its name (step_us, power_w).
+FIELD_UNITS: dict[str, Unit] = {
+    "bandwidth_gbs": Unit(" GB/s"), "tflops": Unit(" TFLOP/s"),
+    # shares recorded as fractions read as percentages, as the pages' own `.0%` shares do
+    "idle_gpu0": Unit("%", 0.01), "idle_gpu1": Unit("%", 0.01), "idle_mean": Unit("%", 0.01),
 }
-# A recorded field's unit, from the end of its name: step_us, first_call_s, power_w, ...
-SUFFIXES: dict[str, tuple[str, Callable[[float], str]]] = {
-    "_s": ("", format_seconds),
-    "_ms": ("", lambda v: format_seconds(v * 1e-3)),
-    "_us": ("", lambda v: format_seconds(v * 1e-6)),
-    "_pct": ("", lambda v: f"{format_number(float(v))} %"),
-    "_w": ("", lambda v: f"{format_number(float(v))} W"),
-    "_per_s": (" per second", lambda v: f"{format_number(float(v))}/s"),
-    "_gbs": ("", lambda v: f"{format_number(float(v))} GB/s"),
-    "_bytes": ("", format_bytes),
+SUFFIXES: dict[str, Callable[[float], Unit] | Unit] = {
+    "_s": seconds_unit,
+    "_ms": seconds_unit,   # values in ms and µs are turned into seconds first (_TO_SECONDS)
+    "_us": seconds_unit,
+    "_bytes": bytes_unit,
+    "_gib": Unit(" GiB"),
+    "_pct": Unit("%"),
+    "_w": Unit(" W"),
+    "_per_s": Unit("/s"),
+    "_gbs": Unit(" GB/s"),
 }
+# what a value in seconds-per-something suffix is multiplied by to reach seconds
+_TO_SECONDS = {"_ms": 1e-3, "_us": 1e-6}
 
 
 def _suffix(field: str) -> str | None:
     return next((s for s in sorted(SUFFIXES, key=len, reverse=True) if field.endswith(s)), None)
 
 
-def column_label(field: str) -> str:
-    """A table header for a field: 'step_us' -> 'Step', 'items_per_s' -> 'Items per second'."""
-    known = {"median": "Median", "iqr": "IQR", "q1": "Q1", "q3": "Q3", "mean": "Mean",
-             "stddev": "Std dev", "min": "Min", "max": "Max", "rounds": "Rounds", "runs": "Runs",
-             "bandwidth_gbs": "Bandwidth", "tflops": "Rate", "per_op": "Per operation"}
-    if field in known:
-        return known[field]
+def unit_of(field: str, value: float) -> tuple[Unit, float]:
+    """(unit, the value in base units) in which `field`'s `value` reads: seconds pick ms/µs by
+    the value's size, bytes KiB/MiB/GiB."""
+    if field in TIME_FIELDS or field == "per_op":
+        return seconds_unit(value), value
+    if field == "bytes":
+        return bytes_unit(value), value
+    if field in FIELD_UNITS:
+        return FIELD_UNITS[field], value
     suffix = _suffix(field)
-    stem = field[: -len(suffix)] if suffix else field
-    words = (stem.replace("_", " ") + (SUFFIXES[suffix][0] if suffix else "")).strip()
-    return words[:1].upper() + words[1:]
+    if suffix is None:
+        return Unit(""), value
+    value = value * _TO_SECONDS.get(suffix, 1)
+    unit = SUFFIXES[suffix]
+    return (unit if isinstance(unit, Unit) else unit(value)), value
 
 
 def format_value(field: str, value: Any, spec: str | None = None) -> str:
+    """A field's value in its unit, by the site's one rule (format_number)."""
     if spec:
-        return format(value, spec)
-    if field in TIME_FIELDS or field == "per_op":
-        return format_seconds(value)
-    if field in UNITS and isinstance(value, (int, float)):
-        return UNITS[field](value)
-    suffix = _suffix(field)
-    if suffix and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return SUFFIXES[suffix][1](value)
-    if isinstance(value, float):
-        return format_number(value)
-    return str(value)
+        return format_spec(value, spec)
+    if field == "rounds" and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return str(value)
+    unit, base = unit_of(field, value)
+    if field == "bytes" or field.endswith("_bytes"):
+        return format_bytes(base)
+    return unit.number(base) + unit.text
+
+
+def format_range(field: str, value: Any, low: Any, high: Any, spec: str | None = None
+                 ) -> tuple[str, str]:
+    """(the value with its unit, the range's ends in that same unit, written once at the end
+    only where it is glued to the number, '×' or '%'): ('0.0377 GB/s', '0.0315–0.0440')."""
+    if spec:
+        text, ends = format_spec(value, spec), [format_spec(v, spec) for v in (low, high)]
+        glued = spec.endswith("%")
+        return text, f"{ends[0].rstrip('%') if glued else ends[0]}–{ends[1]}"
+    unit, base = unit_of(field, value)
+    factor = base / value if value else 1
+    if field == "bytes" or field.endswith("_bytes"):
+        unit = bytes_unit(base)
+    text = unit.number(base) + unit.text
+    ends = [unit.number(v * factor) for v in (low, high)]
+    return text, f"{ends[0]}–{ends[1]}" + (unit.text if unit.text in ("×", "%") else "")

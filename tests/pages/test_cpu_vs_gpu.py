@@ -218,11 +218,11 @@ def test_roofline_draws_light_and_dark_svgs_and_a_table():
     svgs = roofline.draw(3e12, roofs, points, title="fake")
     assert set(svgs) == {"light", "dark"} and all(set(v) == {"wide", "narrow"} for v in svgs.values())
     assert all(svg.lstrip().startswith("<?xml") for v in svgs.values() for svg in v.values())
-    assert "fp32 50 TFLOP/s" in svgs["light"]["wide"] and "memory 3000 GB/s" in svgs["dark"]["narrow"]
+    assert "fp32 50.0 TFLOP/s" in svgs["light"]["wide"] and "memory 3,000 GB/s" in svgs["dark"]["narrow"]
     table = roofline.summary_markdown(3e12, roofs, points)
-    assert "Memory roof 3000 GB/s" in table and "ridge at 16.7 flop/byte" in table
-    assert "| `t.mm[32]` | 5.33 | 6.55 GFLOP/s | fp32 | 0.041% | memory |" in table
-    assert "| `t.triad` | 0.167 | 0.5 TFLOP/s | – | 100% | memory |" in table
+    assert "Memory roof 3,000 GB/s" in table and "ridge at 16.7 flop/byte" in table
+    assert "| `t.mm[32]` | 5.33 | 6.55 GFLOP/s | fp32 | 0.0410% | memory |" in table
+    assert "| `t.triad` | 0.167 | 0.500 TFLOP/s | – | 100% | memory |" in table
 
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -246,12 +246,12 @@ def test_roofline_sets_measured_ceilings_beside_the_datasheet():
     roofs = [roofline.Roof("fp32", 50e12, H100), roofline.Roof("bf16", 700e12, H100)]
     points = roofline.points_of([TRIAD, SMALL])
     table = roofline.summary_markdown(3e12, roofs, points)
-    assert "| memory | 3000 GB/s | 3350 GB/s | 90% |" in table
-    assert "| fp32 | 50 TFLOP/s | 66.9 TFLOP/s | 75% |" in table
-    assert "| bf16 | 700 TFLOP/s | 989 TFLOP/s | 71% |" in table
+    assert "| memory | 3,000 GB/s | 3,350 GB/s | 89.6% |" in table
+    assert "| fp32 | 50.0 TFLOP/s | 66.9 TFLOP/s | 74.7% |" in table
+    assert "| bf16 | 700 TFLOP/s | 989 TFLOP/s | 70.7% |" in table
     assert "NVIDIA H100 SXM5 80 GB" in table and "cited, not measured" in table
     # a point's share of the datasheet roofline: the triad is memory-bound, 0.5 / (3.35 / 6)
-    assert "| `t.triad` | 0.167 | 0.5 TFLOP/s | – | 100% | 90% | memory |" in table
+    assert "| `t.triad` | 0.167 | 0.500 TFLOP/s | – | 100% | 89.6% | memory |" in table
     svgs = roofline.draw(3e12, roofs, points)
     assert all("datasheet peaks (NVIDIA H100 SXM5 80 GB)" in svg
                for v in svgs.values() for svg in v.values())
@@ -296,8 +296,8 @@ def test_roofline_shortcode_renders_a_figure_and_its_numbers(tmp_path):
     markdown = ("<!-- timing-roofline: t.copy t.matmul[fp32],t.matmul[bf16] points=t.*,t.triad "
                 "series=kind -->\n\n<!-- timing-roofline: t.copy t.matmul[fp8] points=t.* -->")
     out, page = build.render_page(markdown, "foundations/cpu-vs-gpu.md", "foundations/cpu-vs-gpu/")
-    assert out.count('-light.svg#only-light"') == 1 and out.count('-dark.svg#only-dark"') == 1
-    assert "Fake GPU 9000 · 1 run" in out and "Memory roof 3000 GB/s" in out
+    assert out.count('-light.svg" role="img"') == 1 and out.count('-dark.svg" role="img"') == 1
+    assert "Fake GPU 9000 · 1 run" in out and "Memory roof 3,000 GB/s" in out
     assert out.count("| Triad |") == 1  # matched by two patterns, drawn once; named by its label
     assert "| Product |" not in out  # a roof without `bytes` is not a point
     assert "[timing unavailable: roofline]" in out

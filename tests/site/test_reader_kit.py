@@ -212,27 +212,36 @@ def built(site: Path, path: str) -> str:
 
 
 class _Prose(HTMLParser):
-    """Text of a page's article, outside code, abbreviations and tags' attributes."""
+    """Text of a page's article, outside code, abbreviations and tags' attributes, and outside
+    tables, headings and figure captions, where terms carry no tooltip (fieldguide/glossary.py)."""
 
-    SKIP = {"code", "pre", "abbr", "script", "style", "svg"}
+    SKIP = {"code", "pre", "abbr", "script", "style", "svg", "object"}  # object: a chart's fallback
+    NOT_PROSE = {"table", "figcaption", "h1", "h2", "h3", "h4", "h5", "h6"}
 
     def __init__(self):
         super().__init__()
-        self.depth = self.skipping = 0
+        self.depth = self.skipping = self.not_prose = 0
         self.chunks: list[str] = []
         self.abbrs: list[tuple[str, str]] = []   # (term, title)
+        self.abbrs_outside_prose: list[str] = []
         self._title: str | None = None
 
     def handle_starttag(self, tag, attrs):
         if tag == "article":
             self.depth += 1
-        if self.depth and tag in self.SKIP:
+        if self.depth and tag in self.SKIP | self.NOT_PROSE:
             self.skipping += 1
+        if self.depth and tag in self.NOT_PROSE:
+            self.not_prose += 1
         self._title = dict(attrs).get("title") if tag == "abbr" else None
+        if tag == "abbr" and self.not_prose:
+            self.abbrs_outside_prose.append(self._title or "")
 
     def handle_endtag(self, tag):
-        if self.depth and tag in self.SKIP:
+        if self.depth and tag in self.SKIP | self.NOT_PROSE:
             self.skipping -= 1
+        if self.depth and tag in self.NOT_PROSE:
+            self.not_prose -= 1
         if tag == "article":
             self.depth -= 1
         self._title = None
@@ -263,6 +272,8 @@ def test_every_term_in_the_text_is_an_abbr_with_its_meaning(site, path):
         "needs its own <abbr title=...>")
     for term, title in set(parsed.abbrs):
         assert title == TERMS[term], term
+    assert not parsed.abbrs_outside_prose, (
+        f"{path}: {len(parsed.abbrs_outside_prose)} tooltips in tables, headings or captions")
 
 
 def test_pages_explain_their_terms(site):

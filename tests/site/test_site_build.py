@@ -113,9 +113,9 @@ def test_renders_table_value_ratio_chart_and_provenance(project):
     result = build(project, PAGE)
     assert result.returncode == 0, result.stderr
     html = (project.path / "site" / "index.html").read_text()
-    assert "50.0 GB/s" in html and "1048576×" in html
-    assert "from bytes = 1 MiB upwards" in html  # slow wins at 1 KiB, copy from 1 MiB on
-    assert "at none of the sizes measured (up to bytes = 1 GiB)" in html
+    assert "50.0 GB/s" in html and "1,048,576×" in html
+    assert "from size = 1 MiB upwards" in html  # slow wins at 1 KiB, copy from 1 MiB on
+    assert "at none of the sizes measured (up to size = 1 GiB)" in html
     assert "<table>" in html and "Copy of 1 MiB" in html  # the label declared beside the benchmark
     assert html.count('id="measured-on"') == 1 and "Fake CPU, 16 cores" in html
     assert "Fake GPU 9000 · 1 run · 2026-11-21" in html
@@ -178,13 +178,13 @@ def test_runs_that_disagree_show_their_range(project):
                             "Ratio <!-- timing-ratio: copy.copy[1048576] copy.slow[1048576] .2f -->.\n")
     assert result.returncode == 0, result.stderr
     html = (project.path / "site" / "index.html").read_text()
-    assert "30.7 ns (20.5 ns–41 ns over 2 runs)" in html
-    assert "Formatted 3.07e-08 (2.05e-08–4.1e-08 over 2 runs)." in html  # in its format too
-    assert "Unit 38 GB/s (25 GB/s–50 GB/s over 2 runs)." in html  # the unit after each number
-    assert "2 runs · 2026-11-21 to 2026-11-22" in html
+    assert "30.7 ns (20.5–41.0 over 2 runs)" in html
+    assert "Formatted 3.07 × 10⁻⁸ (2.05 × 10⁻⁸–4.10 × 10⁻⁸ over 2 runs)." in html  # its format
+    assert "Unit 38 GB/s (25–50 over 2 runs)." in html  # the unit once, after the value
+    assert "2 runs · 2026-11-21 to 22" in html
     # a table without a runs column shows the range in each cell whose runs disagree
-    assert "31.5 µs (21 µs–41.9 µs over 2 runs)" in html
-    assert "37.5 GB/s (25.0 GB/s–50.0 GB/s over 2 runs)" in html
+    assert "31.5 µs (21.0–41.9 over 2 runs)" in html
+    assert "37.5 GB/s (25.0–50.0 over 2 runs)" in html
     assert "6.14 ns</td>" in html  # the IQR: a spread within runs, no range of it
     # a ratio: the median's, and the range of the ratios within each run (the copy doubled)
     assert "Ratio 0.30 (0.20–0.40 over 2 runs)." in html

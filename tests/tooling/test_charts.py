@@ -49,3 +49,38 @@ def test_a_long_title_is_wrapped_to_fit_and_an_impossible_one_fails(sweep):
     assert any("memory-bound" in t for t in narrow)
     with pytest.raises(ValueError, match="does not fit"):
         charts.draw(sweep, x="bytes", y="median", title="a very long title " * 12)
+
+
+def test_every_point_tells_its_value_and_every_series_has_its_own_marker_and_dash(sweep):
+    svg = charts.draw(sweep, x="bytes", y="median", series_names={b.name: b.extra["kind"] for b in sweep},
+                      xlabel="copy size")["light"]["wide"]
+    titles = re.findall(r"<use [^>]*><title>([^<]*)</title></use>", svg)
+    assert len(titles) == len(sweep)  # one per point, none on the legend's or ticks' markers
+    assert "pinned: copy size 1 KiB, " in " ".join(titles) and "µs" in " ".join(titles)
+    assert len(re.findall(r'<g id="series-\d+">', svg)) == 2 and "points:" not in svg
+    styles = {(charts.MARKERS[i], str(charts.DASHES[i])) for i in range(len(charts.PALETTE))}
+    assert len(styles) == len(charts.PALETTE)
+
+
+def test_ticks_read_without_trailing_zeros_and_a_short_log_axis_gets_three():
+    assert [charts.tick(v) for v in (0, 0.5, 1, 1.5, 2, 1000)] == ["0", "0.5", "1", "1.5", "2", "1,000"]
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([20, 30], [20, 60])
+    ax.set_yscale("log")
+    charts.enough_ticks(ax.yaxis)
+    low, high = ax.get_ylim()
+    assert sum(low <= t <= high for t in ax.yaxis.get_majorticklocs()) >= charts.MIN_TICKS
+    plt.close(fig)
+
+
+def test_a_label_is_placed_off_the_data_where_it_can_be(sweep):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 10], [5, 5])
+    text = ax.text(5, 5, "a label", ha="center", va="center")  # on the line
+    charts.place_clear(ax, text, [(5, 5, "center", "center"), (5, 7, "center", "bottom")])
+    assert text.get_position() == (5, 7)
+    plt.close(fig)

@@ -101,7 +101,7 @@ def test_renders_the_shortcode_from_a_recorded_run(tmp_path):
     code = next(c for _, c in shortcodes.find('<!-- timing-memory: t.step title="A step" -->'))
     page = shortcodes.Page("memory/x.md", "memory/x/")
     html = memory_chart.render_memory(code, build, page)
-    assert html.count("<img") == 2 and "#only-light" in html and "#only-dark" in html
+    assert html.count("<object") == 4 and "only-light" in html and "only-dark" in html  # and -narrow
     assert "Fake GPU 9000" in html and "| 2 | optimizer |" in html and "One training step" in html
     assert len(build.figures) == 4 and not page.problems
     bare = SimpleNamespace(**{**vars(code), "args": []})

@@ -1,0 +1,41 @@
+/* What Material's own JavaScript adds to a page, made usable by keyboard and screen reader
+   (the browser test runs axe-core on every page):
+   - A table wider than its column scrolls inside Material's .md-typeset__scrollwrap. A keyboard
+     user can scroll only what can take focus, and a screen reader names only what has a label:
+     each wrapper that scrolls becomes a focusable region named after its table's columns
+     (scrollable-region-focusable). One that fits takes no tab stop.
+   - A code annotation's marker is a link whose number CSS draws: it gets that number as its
+     name (link-name).
+   Material adds both after the page loads, and again when the window's width changes what
+   scrolls, so this runs on every change to the page, at most once a frame. */
+(function () {
+  function label(wrap) {
+    const heads = [...wrap.querySelectorAll("thead th")].map(th => th.textContent.trim());
+    return heads.length ? "Table: " + heads.filter(Boolean).join(", ") : "Table";
+  }
+  function mark() {
+    for (const wrap of document.querySelectorAll(".md-typeset__scrollwrap")) {
+      if (wrap.scrollWidth > wrap.clientWidth + 1) {
+        wrap.setAttribute("tabindex", "0");
+        wrap.setAttribute("role", "region");
+        wrap.setAttribute("aria-label", label(wrap));
+      } else {
+        ["tabindex", "role", "aria-label"].forEach(a => wrap.removeAttribute(a));
+      }
+    }
+    for (const link of document.querySelectorAll("a.md-annotation__index:not([aria-label])")) {
+      const number = link.querySelector("[data-md-annotation-id]");
+      link.setAttribute("aria-label", "Annotation " + (number ? number.dataset.mdAnnotationId : ""));
+    }
+  }
+  let queued = false;
+  function soon() {
+    if (!queued) {
+      queued = true;
+      requestAnimationFrame(() => { queued = false; mark(); });
+    }
+  }
+  document$.subscribe(soon);
+  new MutationObserver(soon).observe(document.body, {childList: true, subtree: true});
+  addEventListener("resize", soon);
+})();
