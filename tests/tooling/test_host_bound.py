@@ -53,9 +53,11 @@ def test_a_host_bound_number_shows_its_whole_range_and_machines(tmp_path):
     build = three_leases(tmp_path, launch=[10e-6, 11e-6, 11.5e-6], matmul=[1e-3, 1.1e-3, 1e-3])
     text, _ = build.render_page("<!-- timing-value: x.launch median -->\n\n"
                                 "<!-- timing-value: x.matmul median -->", "p.md", "p/")
-    assert "(host-bound: 10 µs–11.5 µs over 3 runs on 3 machines)" in text
+    # the unit once, after the value (the site's number rule, fieldguide/timings.py)
+    assert "11.0 µs <span" in text
+    assert "(host-bound: 10.0–11.5 over 3 runs on 3 machines)" in text
     assert "Measures the host (Python and kernel launches). Hosts: Fake CPU, 16 cores" in text
-    assert "\n\n1 ms\n" in text  # the GPU-bound one: its runs agree, no range
+    assert "\n\n1.00 ms\n" in text  # the GPU-bound one: its runs agree, no range
 
 
 def test_a_setting_of_a_host_bound_benchmark_reads_plainly(tmp_path):
@@ -70,7 +72,7 @@ def test_a_table_marks_host_bound_rows_and_names_the_hosts(tmp_path):
     text, page = build.render_page("<!-- timing-table: x.* -->", "p.md", "p/")
     assert not page.problems, page.problems
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
-    assert "host-bound: 10 µs–30 µs over 3 runs on 3 machines" in rows["Launch"]
+    assert "20.0 µs (host-bound: 10.0–30.0 over 3 runs on 3 machines)" in rows["Launch"]
     assert "host-bound" not in rows["Product"]
     assert "*host-bound* rows measure the host (Python and kernel launches)" in text
     assert "Hosts: Fake CPU, 16 cores." in text
@@ -90,8 +92,8 @@ def test_the_report_tells_host_bound_disagreements_apart(tmp_path):
     three_leases(tmp_path, launch=[1e-5, 3e-5, 2e-5], matmul=[1e-3, 2e-3, 1e-3])
     text = "\n".join(report.report(Timings.for_gpu("fake-gpu-9000", tmp_path / "timings")))
     assert "runs disagree by more than 20%: 2 (1 marked host-bound" in text
-    assert "x.launch: 10 µs, 30 µs, 20 µs  [host-bound]" in text
-    assert "x.matmul: 1 ms, 2 ms, 1 ms\n" in text + "\n"
+    assert "x.launch: 10.0 µs, 30.0 µs, 20.0 µs  [host-bound]" in text
+    assert "x.matmul: 1.00 ms, 2.00 ms, 1.00 ms\n" in text + "\n"
 
 
 def test_a_malformed_declaration_is_an_error(tmp_path):
