@@ -1,0 +1,110 @@
+"""What each code block printed when its page's notebook ran on a GPU, keyed by the block's code.
+
+The notebook test (tests/site/test_notebooks.py) runs every page's notebook; on a GPU, with
+`FIELDGUIDE_SAVE_OUTPUTS=DIR`, it saves each code cell's outputs to
+
+    DIR/<gpu>/<chapter>/<page>.json      (commit them under outputs/<gpu>/...)
+
+one record per code cell: the sha256 of the cell's code and the outputs nbformat recorded, with
+the GPU, its software and the date. A block's output is looked up by the hash of the block's
+current code, so a block whose code changed shows no output until it runs again: an old output
+can never stand under new code. Standard library only (the site build reads these files).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fieldguide import ROOT
+
+OUTPUTS = "outputs"  # top-level folder: outputs/<gpu>/<chapter>/<page>.json
+
+
+def code_key(source: str) -> str:
+    """The key of a code cell: its code, trailing whitespace aside."""
+    return hashlib.sha256(source.strip().encode()).hexdigest()
+
+
+def record_path(page: str) -> str:
+    """'execution/events.md' (relative to docs/) -> 'execution/events.json'."""
+    return posixpath.splitext(page)[0] + ".json"
+
+
+def _source(cell: Any) -> str:
+    source = cell["source"]
+    return source if isinstance(source, str) else "".join(source)
+
+
+def save(notebook: Any, page: str, out_dir: Path) -> Path:
+    """Write the outputs of an executed notebook (run on this machine's GPU) for `page`."""
+    from fieldguide.fingerprint import collect
+    from fieldguide.timings import machine_slug
+
+    machine = collect()
+    cells = [{"code_sha256": code_key(_source(cell)), "outputs": cell.get("outputs", [])}
+             for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    record = {
+        "page": page,
+        "gpu": machine["gpu_name"], "gpu_count": machine["gpu_count"],
+        "driver": machine["driver"], "cuda_runtime": machine["cuda_runtime"],
+        "torch": machine["torch"],
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "cells": cells,
+    }
+    path = Path(out_dir) / machine_slug(machine) / record_path(page)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One page's outputs as one GPU ran them."""
+
+    slug: str
+    gpu: str
+    torch: str
+    date: str
+    by_code: dict[str, list[dict[str, Any]]]   # code sha256 -> nbformat outputs
+
+    def outputs_of(self, source: str) -> list[dict[str, Any]] | None:
+        """The outputs of the cell whose code is `source` now; None where that code never ran."""
+        return self.by_code.get(code_key(source))
+
+
+def load(page: str, slug: str, root: Path = ROOT) -> Recorded | None:
+    """The outputs recorded for `page` on the GPU `slug` (a timings/ folder name), if any."""
+    path = Path(root) / OUTPUTS / slug / record_path(page)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Recorded(slug, data["gpu"], data["torch"], data["date"],
+                        {cell["code_sha256"]: cell["outputs"] for cell in data["cells"]})
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a recorded-outputs file ({exc}); regenerate it with "
+                         "FIELDGUIDE_SAVE_OUTPUTS (fieldguide/outputs.py)") from exc
+
+
+def executed(notebook: dict[str, Any], recorded: Recorded | None) -> tuple[dict[str, Any], int]:
+    """A copy of `notebook` with each code cell's recorded outputs, where its code ran as it is
+    now; returns it and how many code cells got outputs."""
+    copy = json.loads(json.dumps(notebook))
+    filled = 0
+    for cell in copy["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        found = recorded.outputs_of(_source(cell)) if recorded else None
+        cell["outputs"] = found or []
+        filled += found is not None
+    if recorded and filled:
+        copy["metadata"]["fieldguide"] = {"ran_on": recorded.gpu, "torch": recorded.torch,
+                                          "date": recorded.date}
+    return copy, filled
