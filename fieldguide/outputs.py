@@ -17,6 +17,7 @@ import datetime
 import hashlib
 import json
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ def save(notebook: Any, page: str, out_dir: Path) -> Path:
     from fieldguide.timings import machine_slug
 
     machine = collect()
-    cells = [{"code_sha256": code_key(_source(cell)), "outputs": cell.get("outputs", [])}
+    cells = [{"code_sha256": code_key(_source(cell)), "outputs": on_disk(cell.get("outputs", []))}
              for cell in notebook["cells"] if cell["cell_type"] == "code"]
     record = {
         "page": page,
@@ -62,6 +63,23 @@ def save(notebook: Any, page: str, out_dir: Path) -> Path:
     path.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
                     encoding="utf-8")
     return path
+
+
+def on_disk(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Outputs as nbformat writes them to a file: text split into lines (its split_lines), so a
+    notebook holding them is laid out as a save in Jupyter would lay it out."""
+    def lines(value: Any) -> Any:
+        return value.splitlines(keepends=True) if isinstance(value, str) else value
+
+    shown = []
+    for output in json.loads(json.dumps(found)):
+        if "text" in output:
+            output["text"] = lines(output["text"])
+        for mime, value in output.get("data", {}).items():
+            if mime.startswith("text/") or mime in ("application/javascript", "image/svg+xml"):
+                output["data"][mime] = lines(value)
+        shown.append(output)
+    return shown
 
 
 @dataclass(frozen=True)
@@ -79,8 +97,10 @@ class Recorded:
         return self.by_code.get(code_key(source))
 
 
-def load(page: str, slug: str, root: Path = ROOT) -> Recorded | None:
+def load(page: str, slug: str | None, root: Path = ROOT) -> Recorded | None:
     """The outputs recorded for `page` on the GPU `slug` (a timings/ folder name), if any."""
+    if not slug:
+        return None
     path = Path(root) / OUTPUTS / slug / record_path(page)
     if not path.is_file():
         return None
@@ -108,3 +128,13 @@ def executed(notebook: dict[str, Any], recorded: Recorded | None) -> tuple[dict[
         copy["metadata"]["fieldguide"] = {"ran_on": recorded.gpu, "torch": recorded.torch,
                                           "date": recorded.date}
     return copy, filled
+
+
+def site_gpu(root: Path = ROOT) -> str | None:
+    """The GPU the site shows (`timings:` of fieldguide.render in mkdocs.yml), read from the
+    file's text as fieldguide.notebooks reads the repository (no YAML loader needed)."""
+    path = Path(root) / "mkdocs.yml"
+    if not path.is_file():
+        return None
+    match = re.search(r"^\s+timings:\s*['\"]?([\w.-]+)", path.read_text(encoding="utf-8"), re.M)
+    return match[1] if match else None
