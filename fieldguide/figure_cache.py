@@ -2,7 +2,7 @@
 
     svgs = figure_cache.drawn(root, charts.draw, benches, x="bytes", y="median", ...)
 
-returns what `charts.draw(benches, x=..., y=...)` returns, from `.cache/figures/<key>.json` under
+returns what `charts.draw(benches, x=..., y=...)` returns, from `.build-cache/figures/<key>.json` under
 the project where an earlier build drew the same figure. The key is the sha256 of everything the
 drawing can depend on:
 
@@ -14,7 +14,7 @@ drawing can depend on:
 
 An argument of a type it cannot write out in full makes it draw without the cache, never guess.
 So a cached figure is always the figure this code would draw from this data now: it can be
-missing (then it is drawn), never stale. Delete `.cache/figures/` at any time.
+missing (then it is drawn), never stale. Delete `.build-cache/` at any time.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from typing import Any
 
 from fieldguide import ROOT
 
-CACHE = Path(".cache") / "figures"
+# Not under .cache/: `zensical build --clean` empties that folder.
+CACHE = Path(".build-cache") / "figures"
 PACKAGE = ROOT / "fieldguide"
 stats = {"hits": 0, "misses": 0, "uncached": 0}   # this process's, for the tests and the benchmark
 

@@ -134,9 +134,13 @@ def _state(ctx: Context, default_gpu: str | None, beside: list[str]) -> _State:
     inputs = _inputs(ctx.root)
     state = _states.get(key)
     if state is None or state.key != inputs:
+        inner: list[Markdown] = []
+
         def to_html(text: str) -> str:  # tab contents, with the site's own extensions
-            inner = Markdown(extensions=ctx.markdown_extensions, extension_configs=ctx.mdx_configs)
-            return inner.convert(text)
+            if not inner:  # one parser for every tab of the build: building one costs 20 ms
+                inner.append(Markdown(extensions=ctx.markdown_extensions,
+                                      extension_configs=ctx.mdx_configs))
+            return inner[0].reset().convert(text)
 
         build = shortcodes.Build(ctx.root, default_gpu, beside=beside, to_html=to_html)
         by_page: dict[str, list[str]] = {}
