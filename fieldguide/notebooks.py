@@ -115,8 +115,9 @@ def links(page: str, repo: Repo, page_url: str | None = None) -> dict[str, str]:
 
 
 def ran_on(root: Path, page: str) -> outputs.Recorded | None:
-    """What the page's notebook printed on the site's GPU, if it ran there."""
-    return outputs.load(page, outputs.site_gpu(root), root)
+    """What the page's notebook printed on the site's GPU, or else on another GPU (by folder
+    name), if it ran on one."""
+    return outputs.load_any(page, root)
 
 
 def links_markdown(page: str, repo: Repo, page_url: str | None = None, root: Path = ROOT) -> str:

@@ -138,3 +138,16 @@ def site_gpu(root: Path = ROOT) -> str | None:
         return None
     match = re.search(r"^\s+timings:\s*['\"]?([\w.-]+)", path.read_text(encoding="utf-8"), re.M)
     return match[1] if match else None
+
+
+def load_any(page: str, root: Path = ROOT) -> Recorded | None:
+    """`page`'s outputs on the site's GPU where it ran there, else on the first other GPU (by
+    folder name) that recorded them."""
+    first = site_gpu(root)
+    others = sorted(p.name for p in (Path(root) / OUTPUTS).iterdir() if p.is_dir()) \
+        if (Path(root) / OUTPUTS).is_dir() else []
+    for slug in dict.fromkeys([first, *others]):
+        found = load(page, slug, root)
+        if found is not None:
+            return found
+    return None

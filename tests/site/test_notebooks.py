@@ -21,6 +21,7 @@ import pytest
 
 from fieldguide import ROOT, notebooks
 from fieldguide.pages import includes, pages
+from fieldguide.shortcodes import KINDS
 from tests.helpers import STRICT_WARNINGS, rel, run_python
 
 REPO = notebooks.Repo.from_mkdocs_yml(ROOT)
@@ -65,7 +66,7 @@ def test_code_cells_are_the_pages_sections_in_order(page):
         assert found >= 0, f"{path}:{section} is not in the notebook after the sections before it"
         position = found
     text = "".join("".join(c["source"]) for c in notebook["cells"])
-    assert not re.search(r"<!--|timing-(value|table|chart|ratio|crossover|timeline|roofline)\b", text), \
+    assert not re.search(rf"<!--|timing-({'|'.join(KINDS)})\b", text), \
         "a shortcode or comment leaked into the notebook"
 
 
