@@ -8,8 +8,9 @@ drawing can depend on:
 
 - the drawing function's name and every argument, written out in full: a benchmark with every
   record it holds and each record's run as the run's whole JSON (hashed once per run);
-- the rendering code: every file of the fieldguide package (the drawing code, its palette, the
-  labels, datasheets.toml);
+- the rendering code: the function's module and every module of the fieldguide package it
+  imports, at any depth (the drawing code, its palette, the number formats), and the package's
+  data files (datasheets.toml);
 - the versions of matplotlib and Python.
 
 An argument of a type it cannot write out in full makes it draw without the cache, never guess.
@@ -19,6 +20,7 @@ missing (then it is drawn), never stale. Delete `.build-cache/` at any time.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -42,13 +44,35 @@ class Unkeyable(TypeError):
     """An argument the key cannot write out in full."""
 
 
+def drawing_modules(module: str) -> list[Path]:
+    """The files of the package that `module` (a fieldguide module) runs: itself and, through
+    every `fieldguide` import in them (at any depth, inside functions too), the rest."""
+    seen: dict[str, Path] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        path = PACKAGE / (name.removeprefix("fieldguide.").replace(".", "/") + ".py")
+        if name in seen or not path.is_file():
+            continue
+        seen[name] = path
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fieldguide"):
+                todo.append(node.module)
+                todo.extend(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                todo.extend(a.name for a in node.names if a.name.startswith("fieldguide."))
+    return sorted(seen.values())
+
+
 @cache
-def code_key() -> str:
-    """The rendering code: every file of the package, and the versions that draw."""
+def code_key(module: str) -> str:
+    """The rendering code of a drawing in `module`: the package files it runs, every data file
+    of the package (datasheets.toml), and the versions that draw."""
     import matplotlib
 
     digest = hashlib.sha256(f"matplotlib {matplotlib.__version__} python {sys.version}".encode())
-    for path in sorted(p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    data = [p for p in PACKAGE.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")]
+    for path in sorted({*drawing_modules(module), *data}):
         digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
@@ -90,7 +114,8 @@ def written_out(value: Any) -> Any:
 
 def key(function: Callable, args: tuple, kwargs: dict) -> str:
     text = json.dumps({"function": f"{function.__module__}.{function.__qualname__}",
-                       "args": written_out(args), "kwargs": written_out(kwargs), "code": code_key()},
+                       "args": written_out(args), "kwargs": written_out(kwargs),
+                       "code": code_key(function.__module__)},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
