@@ -151,3 +151,68 @@ def load_any(page: str, root: Path = ROOT) -> Recorded | None:
         if found is not None:
             return found
     return None
+
+
+# --- Under each block on the page ------------------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+SHOWN_OPEN = 12   # lines: a longer output starts collapsed
+
+
+def as_text(found: list[dict[str, Any]]) -> str:
+    """What a reader saw printed: streams, results and errors as text (pictures are left out)."""
+    parts = []
+    for output in found:
+        kind = output.get("output_type")
+        if kind == "stream":
+            parts.append(_joined(output.get("text", "")))
+        elif kind in ("execute_result", "display_data") and "text/plain" in output.get("data", {}):
+            parts.append(_joined(output["data"]["text/plain"]) + "\n")
+        elif kind == "error":
+            parts.append(f"{output.get('ename')}: {output.get('evalue')}\n")
+    return ANSI.sub("", "".join(parts)).rstrip("\n")
+
+
+def _joined(value: Any) -> str:
+    return value if isinstance(value, str) else "".join(value)
+
+
+def under_blocks(markdown: str, root: Path, recorded: Recorded | None) -> str:
+    """`markdown` with, under each code block of includes whose code ran as it is now, what it
+    printed on the recorded GPU, in a collapsible box (collapsed where long)."""
+    if recorded is None:
+        return markdown
+    from fieldguide.pages import INCLUDE, included_code
+
+    fence_re = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})")
+    lines = markdown.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        fence = fence_re.match(lines[i])
+        if not fence:
+            out.append(lines[i])
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and not lines[end].strip().startswith(fence["fence"]):
+            end += 1
+        out.extend(lines[i:end + 1])
+        body = [INCLUDE.match(line) for line in lines[i + 1:end]]
+        if any(body):
+            code = "\n\n".join(included_code(root, m["path"], m["section"]) for m in body if m)
+            found = recorded.outputs_of(code)
+            text = as_text(found) if found else ""
+            if text:
+                out.extend(_box(text, fence["indent"], recorded))
+        i = end + 1
+    return "\n".join(out)
+
+
+def _box(text: str, indent: str, recorded: Recorded) -> list[str]:
+    opener = "???" if text.count("\n") + 1 > SHOWN_OPEN else "???+"
+    ticks = "`" * max(3, max((len(m) for m in re.findall(r"`{3,}", text)), default=0) + 1)
+    title = f"What this printed on {recorded.gpu} ({recorded.date[:10]}, PyTorch {recorded.torch})"
+    inner = indent + "    "
+    return ["", f'{indent}{opener} output "{title}"', "", f"{inner}{ticks}text",
+            *[f"{inner}{line}" if line else "" for line in text.split("\n")], f"{inner}{ticks}", ""]

@@ -35,7 +35,7 @@ from typing import Any
 from markdown import Extension, Markdown
 from markdown.preprocessors import Preprocessor
 
-from fieldguide import notebooks, shortcodes, unrendered
+from fieldguide import notebooks, outputs, shortcodes, unrendered
 
 try:  # MkDocs prints a BuildError as one clean line and aborts; Zensical shows any exception
     from mkdocs.exceptions import BuildError as _Error
@@ -176,6 +176,7 @@ class _Render(Preprocessor):
         if ctx.src_uri == "index.md":  # notebooks without a page belong to no page: the home page says so
             problems += state.notebook_problems.get("", [])
         if notebooks.has_notebook(markdown):
+            markdown = outputs.under_blocks(markdown, ctx.root, outputs.load_any(ctx.src_uri, ctx.root))
             if isinstance(state.repo, str):
                 problems.append(f"its notebook links need the repository: {state.repo}")
             else:
