@@ -13,7 +13,7 @@ PORT      ?= 8000
 PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -x"
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
-.PHONY: help serve build zensical test test-gpu lint timings timings-list timings-report lock browser slurm gpu-wheels clean \
+.PHONY: help serve build zensical build-benchmark test test-gpu lint timings timings-list timings-report lock browser slurm gpu-wheels clean \
         notebooks new-page mermaid
 
 help: ## Show this help
@@ -42,6 +42,9 @@ build: $(VENV)/.docs ## Build the site into site/ with --strict (fails on stale 
 # this build too (tests/site/test_engines.py), and compares every page with MkDocs'.
 zensical: $(VENV)/.docs ## Build the site with Zensical into site/ (the check of the second engine)
 	$(PY) -m zensical build --clean
+
+build-benchmark: $(VENV)/.docs ## Time cold and warm builds (MkDocs strict, Zensical) of a fresh copy of the tree
+	$(PY) -m fieldguide.build_benchmark
 
 browser: ## Install Debian's chromium for the browser test, unless $CHROMIUM or PATH has one
 	@if [ -n "$$CHROMIUM" ]; then \
