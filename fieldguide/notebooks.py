@@ -255,6 +255,9 @@ class _Converter:
         self.root, self.page, self.repo = Path(root), page, repo
         self.url = page_url(repo, page)
         self.note = f"*The measured numbers for this part are on the page: [{page_title}]({self.url}).*"
+        # A diagram stays on the page too: Jupyter and Colab draw Mermaid unevenly, and the
+        # notebook's page on the site (mkdocs-jupyter) would fetch Mermaid from a CDN to draw it.
+        self.diagram = f"*A diagram for this part is on the page: [{page_title}]({self.url}).*"
 
     def link(self, match: re.Match) -> str:
         target = match["target"]
@@ -277,6 +280,9 @@ class _Converter:
             if TIMING.search(text):
                 if not out or out[-1] != self.note:
                     out.append(self.note)
+                continue
+            if re.match(r"\s*(`{3,}|~{3,})\s*mermaid\b", block[0]):
+                out.append(self.diagram)
                 continue
             if FENCE.match(block[0]):
                 out.append(text)

@@ -68,6 +68,8 @@ def test_code_cells_are_the_pages_sections_in_order(page):
     text = "".join("".join(c["source"]) for c in notebook["cells"])
     assert not re.search(rf"<!--|timing-({'|'.join(KINDS)})\b", text), \
         "a shortcode or comment leaked into the notebook"
+    assert not re.search(r"^\s*(```|~~~)\s*mermaid", text, re.M), \
+        "a diagram in the notebook: its page on the site would fetch Mermaid from a CDN"
 
 
 def test_links_resolve_to_tracked_files():
