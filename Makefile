@@ -13,7 +13,7 @@ PORT      ?= 8000
 PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -x"
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
-.PHONY: help serve build test test-gpu lint timings timings-list timings-report lock browser slurm gpu-wheels clean \
+.PHONY: help serve build zensical build-benchmark test test-gpu lint timings timings-list timings-report lock browser slurm gpu-wheels clean \
         notebooks new-page mermaid axe
 
 help: ## Show this help
@@ -29,11 +29,22 @@ $(VENV)/.test: requirements/test.txt $(VENV)/.docs
 	$(PY) -m pip install -q -r requirements/test.txt
 	touch $@
 
+# FIELDGUIDE_PREVIEW=1: a page's problems (a stale number, a stale notebook) are logged and shown
+# in the page instead of stopping the preview; every build without it fails on them.
 serve: $(VENV)/.docs ## Serve the site at http://127.0.0.1:8000 from the committed timings (no GPU, no torch)
-	$(PY) -m mkdocs serve --dev-addr $(HOST):$(PORT)
+	FIELDGUIDE_PREVIEW=1 $(PY) -m mkdocs serve --dev-addr $(HOST):$(PORT)
 
 build: $(VENV)/.docs ## Build the site into site/ with --strict (fails on stale or missing timings)
 	$(PY) -m mkdocs build --strict
+
+# The second engine. --clean: Zensical keeps each page's HTML keyed by the page's own text, so
+# without it a changed snippet or timing run would not render its pages again. `make test` runs
+# this build too (tests/site/test_engines.py), and compares every page with MkDocs'.
+zensical: $(VENV)/.docs ## Build the site with Zensical into site/ (the check of the second engine)
+	$(PY) -m zensical build --clean
+
+build-benchmark: $(VENV)/.docs ## Time cold and warm builds (MkDocs strict, Zensical) of a fresh copy of the tree
+	$(PY) -m fieldguide.build_benchmark
 
 browser: ## Install Debian's chromium for the browser test, unless $CHROMIUM or PATH has one
 	@if [ -n "$$CHROMIUM" ]; then \

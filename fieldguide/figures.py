@@ -1,21 +1,29 @@
 """Figure shortcodes: charts, timelines and rooflines drawn at build time as light and dark SVGs.
 
-Each renderer draws with fieldguide.charts or fieldguide.roofline, keeps the SVGs in the build
-(`Build.figures`, written under site/assets/charts/ after the build) and returns a <figure> with
-one image per theme, a short provenance tag, and the numbers behind it in a collapsed table.
+Each renderer draws with fieldguide.charts or fieldguide.roofline, through the content-keyed
+cache (fieldguide/figure_cache.py: a figure is drawn again only when its data or the drawing code
+changed), keeps the SVGs in the build (`Build.figures`, which fieldguide/render.py writes under
+site/assets/charts/ as the page is rendered) and returns a <figure> with one image per theme, a
+short provenance tag, and the numbers behind it in a collapsed table.
 """
 
 from __future__ import annotations
 
 import hashlib
 import html
-from pathlib import Path
-
-from mkdocs.utils import get_relative_url
+import posixpath
 
 from fieldguide import charts, labels, roofline, shortcodes
+from fieldguide.figure_cache import drawn
 
 CHART_DIR = "assets/charts"
+
+
+def relative_url(path: str, page_url: str) -> str:
+    """`path` (from the site's root) as a link from the page at `page_url` ('execution/events/',
+    '' for the home page, 'reference.html' without directory URLs)."""
+    folder = page_url if page_url.endswith("/") or not page_url else posixpath.dirname(page_url)
+    return posixpath.relpath(path, folder.strip("/") or ".")
 
 
 def embed(build, svgs: dict[str, dict[str, str] | str], alt: str, tag_html: str,
@@ -27,7 +35,7 @@ def embed(build, svgs: dict[str, dict[str, str] | str], alt: str, tag_html: str,
     def store(svg: str, suffix: str) -> str:
         name = f"{CHART_DIR}/{hashlib.sha256(svg.encode()).hexdigest()[:16]}-{suffix}.svg"
         build.figures[name] = svg
-        return get_relative_url(name, page_url)
+        return relative_url(name, page_url)
 
     label = html.escape(alt, quote=True)
     drawings = []
@@ -47,17 +55,6 @@ def embed(build, svgs: dict[str, dict[str, str] | str], alt: str, tag_html: str,
     )
 
 
-def write(build, site_dir: str | Path) -> list[str]:
-    """Write every figure of the build; returns the paths written."""
-    written = []
-    for name, svg in build.figures.items():
-        path = Path(site_dir) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(svg, encoding="utf-8")
-        written.append(name)
-    return written
-
-
 def render_chart(code, build, page) -> str:
     opts = code.options
     if not code.args or "x" not in opts or "y" not in opts:
@@ -66,7 +63,7 @@ def render_chart(code, build, page) -> str:
     series = opts.get("series")
     names = {b.name: labels.series_label(b, series, build.root) for b in benches} \
         if series else {}
-    svgs = charts.draw(benches, x=opts["x"], y=opts["y"], series_names=names,
+    svgs = drawn(build.root, charts.draw, benches, x=opts["x"], y=opts["y"], series_names=names,
                        xscale=opts.get("xscale"), yscale=opts.get("yscale"),
                        xlabel=opts.get("xlabel"), ylabel=opts.get("ylabel"), title=opts.get("title"))
     alt = opts.get("title") or f"{opts.get('ylabel', opts['y'])} against {opts.get('xlabel', opts['x'])}"
@@ -83,8 +80,9 @@ def render_timeline(code, build, page) -> str:
     title = code.options.get("title")
     table = shortcodes.table_markdown(build, [bench], ["median", "runs"])
     gpu = build.timings(code.gpu).gpu
-    return embed(build, charts.timeline(bench, title=title), title or f"timeline of {bench.name}",
-                 shortcodes.tag([bench], gpu), table, page.url)
+    svgs = drawn(build.root, charts.timeline, bench, title=title)
+    return embed(build, svgs, title or f"timeline of {bench.name}", shortcodes.tag([bench], gpu), table,
+                 page.url)
 
 
 def render_roofline(code, build, page) -> str:
@@ -106,7 +104,7 @@ def render_roofline(code, build, page) -> str:
     bandwidth = roofline.bandwidth_of(bandwidth_bench)
     roofs = [roofline.roof_of(b) for b in peak_benches]
     title = code.options.get("title")
-    svgs = roofline.draw(bandwidth, roofs, points, title=title)
+    svgs = drawn(build.root, roofline.draw, bandwidth, roofs, points, title=title)
     alt = title or "Roofline: measured memory and compute ceilings, with benchmarks placed beneath them"
     used = [bandwidth_bench, *peak_benches, *(b for b in point_benches if b.name in points_by_name)]
     names = {b.name: build.label(b) for b in point_benches if b.name in points_by_name}

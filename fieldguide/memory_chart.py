@@ -128,14 +128,15 @@ def summary_markdown(rows: list[dict[str, Any]]) -> str:
 
 def render_memory(code, build, page) -> str:
     """`<!-- timing-memory: NAME [title="..."] [gpu=SLUG] -->`: the timeline NAME recorded."""
-    from fieldguide import figures, shortcodes  # figures imports mkdocs: only at build time
+    from fieldguide import figures, shortcodes
+    from fieldguide.figure_cache import drawn
 
     if len(code.args) != 1:
         raise ValueError("timing-memory takes one benchmark NAME")
     (bench,) = build.benchmarks(code, code.args, page)
     rows = bench.extra.get("memory_timeline")
     title = code.options.get("title")
-    svgs = draw(rows, title=title, levels=bench.extra.get("memory_levels"))
+    svgs = drawn(build.root, draw, rows, title=title, levels=bench.extra.get("memory_levels"))
     table = summary_markdown(rows) + shortcodes.table_markdown(build, [bench], ["median", "runs"])
     gpu = build.timings(code.gpu).gpu
     return figures.embed(build, svgs, title or f"memory timeline of {bench.name}",

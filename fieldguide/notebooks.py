@@ -9,9 +9,15 @@ by hand, so a notebook cannot drift from its tested code without the checks noti
     python -m fieldguide.notebooks           # write: (re)generate, delete orphans (make notebooks)
     python -m fieldguide.notebooks --check   # list stale, missing or orphaned notebooks; exit 1
 
-The notebooks are committed because Colab opens a notebook from its path on GitHub. The tests
-run the check, and the site's hook (hooks/notebooks.py) logs a warning for every stale notebook,
-so `mkdocs build --strict` fails on one as it does on a stale timing.
+The notebooks are committed because Colab opens a notebook from its path on GitHub. Where the
+page's notebook ran on the site's GPU (outputs/, fieldguide/outputs.py), each code cell carries
+the outputs recorded for its code as it is now; a cell whose code changed since has none. The
+tests run the check, and the site's Markdown extension (fieldguide/render.py) fails the build on
+a stale notebook as it does on a stale timing.
+
+The site shows each notebook twice over: docs/notebooks is a link to notebooks/, so mkdocs-jupyter
+renders each as a page of its own (with its outputs), and fieldguide/render.py gives the lesson
+its links: the notebook page, the .ipynb to download, and Colab.
 
 Measured numbers stay on the page: a paragraph, table or admonition holding a timing shortcode
 becomes one line pointing at the page, never a number. Links to other pages point at the
@@ -29,7 +35,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from fieldguide import ROOT
+from fieldguide import ROOT, outputs
 from fieldguide.pages import INCLUDE, gpus_needed_by, included_code, includes, pages, title
 
 NOTEBOOKS = "notebooks"  # top-level folder, next to docs/
@@ -93,30 +99,57 @@ def page_url(repo: Repo, page: str) -> str:
 
 # --- The links on a page -------------------------------------------------------------------------
 
-def links(page: str, repo: Repo) -> dict[str, str]:
-    """{"download": link relative to the page, "colab": URL} for a page relative to docs/."""
-    target = notebook_path(page)  # the site serves notebooks/ beside the pages (hooks/notebooks.py)
-    return {"download": posixpath.relpath(target, posixpath.dirname(page) or "."),
+def links(page: str, repo: Repo, page_url: str | None = None) -> dict[str, str]:
+    """For a page relative to docs/: "download", the .ipynb as the site serves it (written there
+    by fieldguide/render.py), relative to the page's URL (to its source file where no URL is
+    given); "rendered", the notebook's own page (docs/notebooks links to notebooks/), relative
+    to the page's source, as Markdown links are; "colab", the URL Colab opens it from."""
+    target = notebook_path(page)
+    if page_url is None:
+        here = posixpath.dirname(page)
+    else:
+        here = page_url.rstrip("/") if page_url.endswith("/") else posixpath.dirname(page_url)
+    return {"download": posixpath.relpath(target, here or "."),
+            "rendered": posixpath.relpath(target, posixpath.dirname(page) or "."),
             "colab": repo.colab(target)}
 
 
-def links_markdown(page: str, repo: Repo) -> str:
-    found = links(page, repo)
+def ran_on(root: Path, page: str) -> outputs.Recorded | None:
+    """What the page's notebook printed on the site's GPU, or else on another GPU (by folder
+    name), if it ran on one."""
+    return outputs.load_any(page, root)
+
+
+def links_markdown(page: str, repo: Repo, page_url: str | None = None, root: Path = ROOT) -> str:
+    found = links(page, repo, page_url)
     name = posixpath.basename(notebook_path(page))
-    return (f'[:material-download: Download notebook]({found["download"]})'
-            f'{{ .md-button download="{name}" }}\n'
+    recorded = ran_on(root, page)
+    shown = (f"This page's notebook as it ran on {recorded.gpu}" if recorded
+             else "This page's notebook (not yet run on a GPU)")
+    # The download is raw HTML: the .ipynb is written into the site as the page is rendered, so
+    # no engine knows it as a file to check a Markdown link against.
+    # The notebook's own page, where docs/notebooks links to notebooks/ (mkdocs-jupyter renders it)
+    rendered = (f'[:material-notebook-outline: {shown}]({found["rendered"]}){{ .md-button }}\n'
+                if (Path(root) / "docs" / notebook_path(page)).is_file() else "")
+    return (f'{rendered}<a class="md-button" href="{found["download"]}" download="{name}">'
+            f':material-download: Download notebook</a>\n'
             f'[:simple-googlecolab: Open in Colab]({found["colab"]}){{ .md-button }}')
 
 
-def add_links(markdown: str, page: str, repo: Repo) -> str:
+def add_links(markdown: str, page: str, repo: Repo, page_url: str | None = None, root: Path = ROOT) -> str:
     """The page with its notebook links under the H1 (pages without code are returned as they are)."""
-    if not includes(markdown):
+    if not has_notebook(markdown):
         return markdown
-    block = links_markdown(page, repo)
+    block = links_markdown(page, repo, page_url, root)
     match = re.search(r"^#\s+.*$", markdown, re.M)
     if not match:
         return f"{block}\n\n{markdown}"
     return f"{markdown[:match.end()]}\n\n{block}\n{markdown[match.end():]}"
+
+
+def has_notebook(markdown: str) -> bool:
+    """Whether a page gets a notebook: it shows code."""
+    return bool(includes(markdown))
 
 
 # --- Page -> notebook ----------------------------------------------------------------------------
@@ -222,6 +255,9 @@ class _Converter:
         self.root, self.page, self.repo = Path(root), page, repo
         self.url = page_url(repo, page)
         self.note = f"*The measured numbers for this part are on the page: [{page_title}]({self.url}).*"
+        # A diagram stays on the page too: Jupyter and Colab draw Mermaid unevenly, and the
+        # notebook's page on the site (mkdocs-jupyter) would fetch Mermaid from a CDN to draw it.
+        self.diagram = f"*A diagram for this part is on the page: [{page_title}]({self.url}).*"
 
     def link(self, match: re.Match) -> str:
         target = match["target"]
@@ -244,6 +280,9 @@ class _Converter:
             if TIMING.search(text):
                 if not out or out[-1] != self.note:
                     out.append(self.note)
+                continue
+            if re.match(r"\s*(`{3,}|~{3,})\s*mermaid\b", block[0]):
+                out.append(self.diagram)
                 continue
             if FENCE.match(block[0]):
                 out.append(text)
@@ -316,7 +355,7 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
             prose.append(line)
         i += 1
     flush()
-    return {
+    notebook = {
         "cells": [_cell(kind, source, n) for n, (kind, source) in enumerate(cells)],
         "metadata": {
             "accelerator": "GPU",            # Colab opens it on a GPU runtime
@@ -327,6 +366,7 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
         "nbformat": 4,
         "nbformat_minor": 5,
     }
+    return outputs.executed(notebook, ran_on(root, page))[0]
 
 
 def dumps(notebook: dict) -> str:
@@ -355,18 +395,26 @@ def committed(root: Path = ROOT) -> list[str]:
 
 def problems(root: Path = ROOT, repo: Repo | None = None) -> list[str]:
     """One line per notebook that is stale, missing or has no page; empty when all are current."""
+    return [problem for _, problem in problems_by_page(root, repo)]
+
+
+def problems_by_page(root: Path = ROOT, repo: Repo | None = None) -> list[tuple[str, str]]:
+    """(page relative to docs/, problem) per notebook that is stale or missing, and ("", problem)
+    per notebook without a page."""
     root = Path(root)
     want = expected(root, repo)
     found = []
     for path, text in want.items():
         file = root / path
+        page = posixpath.relpath(posixpath.splitext(path)[0] + ".md", NOTEBOOKS)
         if not file.is_file():
-            found.append(f"{path} is missing: run `make notebooks` and commit it")
+            found.append((page, f"{path} is missing: run `make notebooks` and commit it"))
         elif file.read_text(encoding="utf-8") != text:
-            found.append(f"{path} is stale (its page or snippets changed): run `make notebooks`")
+            found.append((page, f"{path} is stale (its page, its snippets or its recorded outputs "
+                                "changed): run `make notebooks`"))
     for path in committed(root):
         if path not in want:
-            found.append(f"{path} has no page with code: run `make notebooks` to remove it")
+            found.append(("", f"{path} has no page with code: run `make notebooks` to remove it"))
     return found
 
 

@@ -11,15 +11,16 @@
     <!-- timing-memory: NAME [title="..."] -->   (draws extra["memory_timeline"])
     <!-- timing-bound: CLAIM [FORMAT] -->   (a bound from CLAIMS in the page's tests)
 
-Tables and charts without `gpu=` show the default GPU (mkdocs.yml `extra: timings:`) and, in
-linked content tabs beside it, each GPU of `extra: timings_beside:` whose runs measured the same
+Tables and charts without `gpu=` show the default GPU (`timings:` of fieldguide.render in
+mkdocs.yml) and, in linked content tabs beside it, each GPU of its `beside:` whose runs measured the same
 benchmarks with the current code; choosing a GPU's tab on one table switches them all.
 
 `*` is the only wildcard in a GLOB. FIELD is a stat (median, iqr, q1, q3, mean, stddev, min, max,
 rounds), a value the benchmark recorded in `extra_info`, or a derived one (`bandwidth_gbs`,
 `tflops`, `per_op`). FORMAT is a Python format spec such as `.1f`; other values read in their
 unit. A number is the median over the runs that measured the current code; where runs disagree
-by more than 20 % the page shows their range. docs/contributing.md shows each in use.
+by more than 20 % the page shows their range. docs/contributing.md shows each in use (its table
+of kinds is checked against `RENDERERS`, the one registry).
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ from fieldguide.timings import (
 )
 
 SHORTCODE = re.compile(r"<!--\s*timing-(?P<kind>[\w-]+):(?P<body>.*?)-->", re.DOTALL)
-UNRENDERED = re.compile(r"<!--\s*timing-[\w-]+:")
-HOOK_ACTIVE = False  # set by hooks/timings.py for the build it runs in (fieldguide/unrendered.py)
-
+# Any HTML comment that starts with "timing" in a rendered page: a shortcode nothing rendered, or
+# one misspelled so that nothing could (`timings-value:`, a missing colon). The guard
+# (fieldguide/unrendered.py) fails the build on each.
+UNRENDERED = re.compile(r"<!--\s*timing", re.IGNORECASE)
 
 
 @dataclass
@@ -116,7 +118,8 @@ class Build:
     def timings(self, gpu: str | None) -> Timings:
         slug = gpu or self.default_gpu
         if not slug:
-            raise TimingError("no GPU named: set `extra: timings:` in mkdocs.yml or gpu=SLUG")
+            raise TimingError("no GPU named: set `timings:` of fieldguide.render under markdown_extensions "
+                              "in mkdocs.yml, or gpu=SLUG")
         if slug not in self.loaded:
             self.loaded[slug] = Timings.for_gpu(slug, self.timings_dir)
             self.loads += 1
@@ -198,9 +201,14 @@ class Build:
             markdown = markdown.rstrip("\n") + "\n\n" + measured_on(page) + "\n"
         return markdown, page
 
-    def stale_report(self) -> list[str]:
+    def stale_report(self, page: str | None = None) -> list[str]:
+        """One line per changed file whose timings are shown (on `page`, where given)."""
         lines = []
         for path, benches in sorted(self.stale.items()):
+            if page is not None:
+                benches = {name: pages for name, pages in benches.items() if page in pages}
+                if not benches:
+                    continue
             names = sorted(benches)
             pages = sorted({p for ps in benches.values() for p in ps})
             shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
@@ -211,7 +219,8 @@ class Build:
 
 
 def unrendered(html_text: str) -> list[str]:
-    """Shortcodes left in a page's HTML: a renderer or the hook did not run."""
+    """`<!-- timing…` comments left in a page's HTML: a renderer did not run, or a shortcode is
+    misspelled."""
     return [html_text[m.start():html_text.find("-->", m.start()) + 3] for m in
             UNRENDERED.finditer(html_text)]
 
@@ -537,3 +546,6 @@ RENDERERS: dict[str, Callable[[Shortcode, Build, Page], str]] = {
     "timeline": _figure("figures", "render_timeline"),
     "roofline": _figure("figures", "render_roofline"), "memory": _figure("memory_chart", "render_memory"),
 }
+# The one list of shortcode kinds: the guard's message, the notebooks' filter, the contributing
+# page's table (a test compares it) and the tests all read it.
+KINDS: tuple[str, ...] = tuple(RENDERERS)

@@ -11,16 +11,17 @@ page's code, copied in order into a fresh interpreter, runs: one run, not two of
 
 import json
 import os
-from pathlib import Path
 import posixpath
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from fieldguide import ROOT, notebooks
 from fieldguide.pages import includes, pages
+from fieldguide.shortcodes import KINDS
 from tests.helpers import STRICT_WARNINGS, rel, run_python
 
 REPO = notebooks.Repo.from_mkdocs_yml(ROOT)
@@ -65,8 +66,10 @@ def test_code_cells_are_the_pages_sections_in_order(page):
         assert found >= 0, f"{path}:{section} is not in the notebook after the sections before it"
         position = found
     text = "".join("".join(c["source"]) for c in notebook["cells"])
-    assert not re.search(r"<!--|timing-(value|table|chart|ratio|crossover|timeline|roofline)\b", text), \
+    assert not re.search(rf"<!--|timing-({'|'.join(KINDS)})\b", text), \
         "a shortcode or comment leaked into the notebook"
+    assert not re.search(r"^\s*(```|~~~)\s*mermaid", text, re.M), \
+        "a diagram in the notebook: its page on the site would fetch Mermaid from a CDN"
 
 
 def test_links_resolve_to_tracked_files():
@@ -138,6 +141,11 @@ def _run(notebook_file, kernels, cwd):
 # instead, and their notebook must still fail (so a fix shows).
 NOT_IN_JUPYTER: dict[str, str] = {}  # page -> why its notebook cannot run in Jupyter
 
+# Opt-in, on a GPU: FIELDGUIDE_SAVE_OUTPUTS=DIR keeps what each notebook's cells printed, keyed by
+# each cell's code, under DIR/<gpu>/<chapter>/<page>.json (fieldguide/outputs.py; commit them
+# under outputs/). Off by default: a test run writes nothing.
+SAVE_OUTPUTS = "FIELDGUIDE_SAVE_OUTPUTS"
+
 
 def _marks(page):
     shown = dict.fromkeys(path for path, _ in includes(page.read_text(encoding="utf-8")))
@@ -167,6 +175,10 @@ def test_notebook_runs(page, kernel, tmp_path):
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     printed = "".join(o.get("text", "") for o in outputs if o.get("name") == "stdout")
     assert "CUDA GPU" in printed, "the first cell says which GPU the notebook found"
+    if os.environ.get(SAVE_OUTPUTS):
+        from fieldguide import outputs as recorded
+
+        recorded.save(notebook, docs_path(page), Path(os.environ[SAVE_OUTPUTS]))
 
 
 @pytest.mark.fresh_interpreter

@@ -1,7 +1,9 @@
-"""The timings hook: it renders from the runs, and the strict build fails on every fault it guards.
+"""The rendering extension (fieldguide/render.py): it renders from the runs, and the build fails
+on every fault it guards, at any verbosity and under both engines.
 
-Each test builds a tiny MkDocs project in a temporary directory with this repository's hook,
-one benchmark module and one snippet, and timing runs written as the timing run writes them.
+Each test builds a tiny MkDocs project in a temporary directory with this repository's Markdown
+extensions, one benchmark module and one snippet, and timing runs written as the timing run
+writes them.
 """
 
 import os
@@ -49,13 +51,16 @@ def bench_slow(benchmark):
     benchmark.pedantic(copy, args=(1,))
 '''
 MKDOCS = """
-site_name: hook test
-extra:
-  timings: fake-gpu-9000
-  timings_beside: [fake-gpu-7000]
-hooks:
-  - {hook}
-markdown_extensions: [fieldguide.unrendered, admonition, pymdownx.details, tables, md_in_html]
+site_name: render test
+markdown_extensions:
+  - {render}:
+      timings: fake-gpu-9000
+      beside: [fake-gpu-7000]
+  - fieldguide.unrendered
+  - admonition
+  - pymdownx.details
+  - tables
+  - md_in_html
 """
 SIZES = (2**10, 2**20, 2**30)
 
@@ -80,17 +85,21 @@ def project(tmp_path):
 
     write_run(tmp_path / "timings", fake_run(benches()))
 
-    def write_config(hook=ROOT / "hooks" / "timings.py"):
-        (tmp_path / "mkdocs.yml").write_text(MKDOCS.format(hook=hook))
+    def write_config(render="fieldguide.render"):
+        text = MKDOCS.format(render=render)
+        if render is None:  # the site without the rendering extension
+            text = text.replace("  - None:\n      timings: fake-gpu-9000\n      beside: [fake-gpu-7000]\n", "")
+        (tmp_path / "mkdocs.yml").write_text(text)
 
     write_config()
     return SimpleNamespace(path=tmp_path, write_config=write_config, benches=benches)
 
 
-def build(project, page):
+def build(project, page, *args, command=("mkdocs", "build", "--strict")):
     (project.path / "docs" / "index.md").write_text(textwrap.dedent(page))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=project.path,
+    env = {key: value for key, value in os.environ.items() if key != "FIELDGUIDE_PREVIEW"}
+    env.update(PYTHONPATH=os.pathsep.join([str(project.path), str(ROOT)]), NO_MKDOCS_2_WARNING="1")
+    return subprocess.run([sys.executable, "-m", *command, *args], cwd=project.path,
                           env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -225,30 +234,74 @@ def test_unknown_kind_and_field_fail(project):
     assert "has no field 'speed'" in result.stderr
 
 
-def test_without_the_hook_the_strict_build_fails(project):
-    project.write_config(hook=project.path / "no_op_hook.py")
-    (project.path / "no_op_hook.py").write_text("")
+def test_without_the_render_extension_the_guard_fails_the_build(project):
+    project.write_config(render=None)
     result = build(project, PAGE)
     assert result.returncode != 0
-    assert "timing shortcode left unrendered" in result.stderr and "hooks/timings.py" in result.stderr
+    assert "shortcode left unrendered" in result.stderr and "fieldguide.render" in result.stderr
+
+
+@pytest.mark.parametrize("written", [
+    "<!-- timings-value: copy.copy[1024] median -->",   # a misspelled prefix
+    "<!-- timing-value copy.copy[1024] median -->",     # no colon
+    "<!-- Timing-table: copy.copy[*] -->",              # a capital
+])
+def test_a_misspelled_shortcode_fails_the_build(project, written):
+    result = build(project, f"# P\n\nIt took {written}.\n")
+    assert result.returncode != 0
+    assert "shortcode left unrendered" in result.stderr and written in result.stderr
+    assert "table, value, ratio" in result.stderr  # the kinds, from the registry
+
+
+STALE = "# Page\n\n<!-- timing-table: copy.copy[1024] -->\n"
+
+
+def _change_the_code(project):
+    snippet = project.path / "snippet.py"
+    snippet.write_text(snippet.read_text().replace("bytes(n)", "bytearray(n)"))
+
+
+@pytest.mark.parametrize("args", [(), ("-q",), ("--strict", "-q")], ids=["plain", "quiet", "strict-quiet"])
+def test_a_stale_number_fails_every_mkdocs_build(project, args):
+    """A problem is an error, not a warning: `-q` drops warnings before --strict counts them."""
+    _change_the_code(project)
+    result = build(project, STALE, *args, command=("mkdocs", "build"))
+    assert result.returncode != 0
+    assert "the code these timings measured has changed" in result.stderr
+
+
+def test_a_stale_number_fails_the_zensical_build(project):
+    pytest.importorskip("zensical")
+    result = build(project, STALE, command=("zensical", "build", "--clean"))
+    assert result.returncode == 0, result.stderr + result.stdout  # the same page, current: it builds
+    _change_the_code(project)
+    result = build(project, STALE, command=("zensical", "build", "--clean"))
+    assert result.returncode != 0
+    assert "the code these timings measured has changed" in result.stdout + result.stderr
+
+
+def test_the_preview_shows_problems_and_keeps_going(project):
+    _change_the_code(project)
+    (project.path / "docs" / "index.md").write_text(STALE)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1", "FIELDGUIDE_PREVIEW": "1"}
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build"], cwd=project.path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "WARNING" in result.stderr and "the code these timings measured has changed" in result.stderr
 
 
 @pytest.mark.parametrize("fault", ["renderer", "figures"])
-def test_a_broken_part_of_the_hook_fails_the_strict_build(project, fault):
-    """A copy of the hook with one part removed: the registry entry, or writing the figures."""
-    hook = (ROOT / "hooks" / "timings.py").read_text()
-    if fault == "renderer":
-        hook = hook.replace("def on_config(config):\n",
-                            "def on_config(config):\n    shortcodes.RENDERERS.pop('table', None)\n")
-        expected = "unknown shortcode kind 'table'"
-    else:
-        hook = hook.replace("written = set(figures.write(build, config.site_dir))", "written = set()")
-        expected = "figures not written"
-    (project.path / "broken_hook.py").write_text(hook)
-    project.write_config(hook=project.path / "broken_hook.py")
+def test_a_broken_part_of_the_extension_fails_the_build(project, fault):
+    """The extension with one part removed: the registry entry, or writing the figures."""
+    broken = {"renderer": "shortcodes.RENDERERS.pop('table', None)",
+              "figures": "render._write = lambda *args: None"}[fault]
+    (project.path / "broken_render.py").write_text(
+        "from fieldguide import render, shortcodes\n\n" + broken + "\n"
+        "makeExtension = render.makeExtension\n")
+    project.write_config(render="broken_render")
     result = build(project, PAGE)
     assert result.returncode != 0
-    assert expected in result.stderr
+    assert {"renderer": "unknown shortcode kind 'table'", "figures": "was not written"}[fault] in result.stderr
 
 
 def test_a_bound_comes_from_the_pages_claims(project):

@@ -1,4 +1,5 @@
-"""The notebook generator and its hook, on a tiny project (fieldguide/notebooks.py, hooks/notebooks.py).
+"""The notebook generator and the site's links to it, on a tiny project (fieldguide/notebooks.py,
+fieldguide/render.py, fieldguide/outputs.py).
 
 A page becomes a notebook of its own sections and prose; numbers stay on the page; write and
 check modes agree; and `mkdocs build --strict` serves the notebook, links it, and fails when it
@@ -13,7 +14,7 @@ import sys
 
 import pytest
 
-from fieldguide import ROOT, notebooks
+from fieldguide import ROOT, notebooks, outputs
 
 SNIPPET = '''\
 """A demo snippet."""
@@ -67,12 +68,11 @@ python -m snippets.demo.circles
 ```
 '''
 MKDOCS = """
-site_name: notebook hook test
+site_name: notebook links test
 repo_url: https://github.com/acme/guide
 edit_uri: edit/trunk/docs/
-hooks:
-  - {hook}
 markdown_extensions:
+  - fieldguide.render
   - admonition
   - attr_list
   - tables
@@ -92,7 +92,7 @@ def project(tmp_path):
     (tmp_path / "docs" / "demo").mkdir(parents=True)
     (tmp_path / "docs" / "demo" / "circles.md").write_text(PAGE)
     (tmp_path / "docs" / "index.md").write_text("# Home\n\n## Start\n\nNo code here.\n")
-    (tmp_path / "mkdocs.yml").write_text(MKDOCS.format(hook=ROOT / "hooks" / "notebooks.py"))
+    (tmp_path / "mkdocs.yml").write_text(MKDOCS)
     return tmp_path
 
 
@@ -156,7 +156,8 @@ def test_write_then_check(project):
     source.write_text(source.read_text().replace("math.pi * r * r", "math.pi * r**2"))
     (project / "notebooks" / "demo" / "orphan.ipynb").write_text(text)
     assert notebooks.problems(project) == [
-        "notebooks/demo/circles.ipynb is stale (its page or snippets changed): run `make notebooks`",
+        "notebooks/demo/circles.ipynb is stale (its page, its snippets or its recorded outputs changed): "
+        "run `make notebooks`",
         "notebooks/demo/orphan.ipynb has no page with code: run `make notebooks` to remove it"]
     check = subprocess.run([sys.executable, "-m", "fieldguide.notebooks", "--check", "--root", str(project)],
                            cwd=ROOT, capture_output=True, text=True)
@@ -166,11 +167,40 @@ def test_write_then_check(project):
     assert "math.pi * r**2" in (project / "notebooks" / "demo" / "circles.ipynb").read_text()
 
 
+def test_a_cell_shows_the_outputs_recorded_for_its_code_as_it_is_now(project):
+    """outputs/<gpu>/<page>.json keys each cell's outputs by its code: a changed cell shows none."""
+    (project / "mkdocs.yml").write_text(MKDOCS.replace("  - fieldguide.render\n",
+                                                       "  - fieldguide.render:\n      timings: fake-gpu\n"))
+    notebook = notebooks.build(project, "demo/circles.md", REPO)
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    printed = [{"name": "stdout", "output_type": "stream", "text": "area 3.14\nok\n"}]
+    record = {"page": "demo/circles.md", "gpu": "Fake GPU", "gpu_count": 1, "driver": "1",
+              "cuda_runtime": "13.0", "torch": "2.13.0", "date": "2026-11-26T00:00:00Z",
+              "cells": [{"code_sha256": outputs.code_key("".join(c["source"])),
+                         "outputs": outputs.on_disk(printed)} for c in code]}
+    path = project / "outputs" / "fake-gpu" / "demo" / "circles.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    shown = notebooks.build(project, "demo/circles.md", REPO)
+    assert [c["outputs"] for c in shown["cells"] if c["cell_type"] == "code"] == \
+        [[{"name": "stdout", "output_type": "stream", "text": ["area 3.14\n", "ok\n"]}]] * len(code)
+    assert shown["metadata"]["fieldguide"]["ran_on"] == "Fake GPU"
+    source = project / "snippets" / "demo" / "circles.py"
+    source.write_text(source.read_text().replace("math.pi * r * r", "math.pi * r**2"))
+    changed = notebooks.build(project, "demo/circles.md", REPO)
+    after = [c["outputs"] for c in changed["cells"] if c["cell_type"] == "code"]
+    assert [] in after and after != [c["outputs"] for c in shown["cells"] if c["cell_type"] == "code"]
+
+
 site_build = pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
                                 reason="the site build is not installed here (the docs extra)")
 
 
 def build(project):
+    """The site, its page without its numbers (this project has no timing runs)."""
+    page = project / "docs" / "demo" / "circles.md"
+    page.write_text("".join(line for line in page.read_text().splitlines(keepends=True)
+                            if "timing-" not in line))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=project,
                           env=env, capture_output=True, text=True, timeout=120)
@@ -178,13 +208,15 @@ def build(project):
 
 @site_build
 def test_the_site_serves_and_links_the_notebook(project):
+    result = build(project)
+    assert result.returncode != 0 and "circles.ipynb is missing" in result.stderr
     notebooks.write(project)
     result = build(project)
     assert result.returncode == 0, result.stderr
     served = project / "site" / "notebooks" / "demo" / "circles.ipynb"
     assert served.read_text() == (project / "notebooks" / "demo" / "circles.ipynb").read_text()
     html = (project / "site" / "demo" / "circles" / "index.html").read_text()
-    assert 'href="../../notebooks/demo/circles.ipynb"' in html and 'download="circles.ipynb"' in html
+    assert 'href="../../notebooks/demo/circles.ipynb" download="circles.ipynb"' in html
     colab = "https://colab.research.google.com/github/acme/guide/blob/trunk/notebooks/demo/circles.ipynb"
     assert f'href="{colab}"' in html
     assert "Download notebook" not in (project / "site" / "index.html").read_text()
@@ -193,6 +225,7 @@ def test_the_site_serves_and_links_the_notebook(project):
 @site_build
 @pytest.mark.parametrize("fault", ["stale", "missing", "orphan"])
 def test_the_strict_build_fails_on_a_notebook_out_of_step(project, fault):
+    build(project)
     notebooks.write(project)
     target = project / "notebooks" / "demo" / "circles.ipynb"
     if fault == "stale":

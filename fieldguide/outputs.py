@@ -1,0 +1,218 @@
+"""What each code block printed when its page's notebook ran on a GPU, keyed by the block's code.
+
+The notebook test (tests/site/test_notebooks.py) runs every page's notebook; on a GPU, with
+`FIELDGUIDE_SAVE_OUTPUTS=DIR`, it saves each code cell's outputs to
+
+    DIR/<gpu>/<chapter>/<page>.json      (commit them under outputs/<gpu>/...)
+
+one record per code cell: the sha256 of the cell's code and the outputs nbformat recorded, with
+the GPU, its software and the date. A block's output is looked up by the hash of the block's
+current code, so a block whose code changed shows no output until it runs again: an old output
+can never stand under new code. Standard library only (the site build reads these files).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fieldguide import ROOT
+
+OUTPUTS = "outputs"  # top-level folder: outputs/<gpu>/<chapter>/<page>.json
+
+
+def code_key(source: str) -> str:
+    """The key of a code cell: its code, trailing whitespace aside."""
+    return hashlib.sha256(source.strip().encode()).hexdigest()
+
+
+def record_path(page: str) -> str:
+    """'execution/events.md' (relative to docs/) -> 'execution/events.json'."""
+    return posixpath.splitext(page)[0] + ".json"
+
+
+def _source(cell: Any) -> str:
+    source = cell["source"]
+    return source if isinstance(source, str) else "".join(source)
+
+
+def save(notebook: Any, page: str, out_dir: Path) -> Path:
+    """Write the outputs of an executed notebook (run on this machine's GPU) for `page`."""
+    from fieldguide.fingerprint import collect
+    from fieldguide.timings import machine_slug
+
+    machine = collect()
+    cells = [{"code_sha256": code_key(_source(cell)), "outputs": on_disk(cell.get("outputs", []))}
+             for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    record = {
+        "page": page,
+        "gpu": machine["gpu_name"], "gpu_count": machine["gpu_count"],
+        "driver": machine["driver"], "cuda_runtime": machine["cuda_runtime"],
+        "torch": machine["torch"],
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "cells": cells,
+    }
+    path = Path(out_dir) / machine_slug(machine) / record_path(page)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def on_disk(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Outputs as nbformat writes them to a file: text split into lines (its split_lines), so a
+    notebook holding them is laid out as a save in Jupyter would lay it out."""
+    def lines(value: Any) -> Any:
+        return value.splitlines(keepends=True) if isinstance(value, str) else value
+
+    shown = []
+    for output in json.loads(json.dumps(found)):
+        if "text" in output:
+            output["text"] = lines(output["text"])
+        for mime, value in output.get("data", {}).items():
+            if mime.startswith("text/") or mime in ("application/javascript", "image/svg+xml"):
+                output["data"][mime] = lines(value)
+        shown.append(output)
+    return shown
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One page's outputs as one GPU ran them."""
+
+    slug: str
+    gpu: str
+    torch: str
+    date: str
+    by_code: dict[str, list[dict[str, Any]]]   # code sha256 -> nbformat outputs
+
+    def outputs_of(self, source: str) -> list[dict[str, Any]] | None:
+        """The outputs of the cell whose code is `source` now; None where that code never ran."""
+        return self.by_code.get(code_key(source))
+
+
+def load(page: str, slug: str | None, root: Path = ROOT) -> Recorded | None:
+    """The outputs recorded for `page` on the GPU `slug` (a timings/ folder name), if any."""
+    if not slug:
+        return None
+    path = Path(root) / OUTPUTS / slug / record_path(page)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Recorded(slug, data["gpu"], data["torch"], data["date"],
+                        {cell["code_sha256"]: cell["outputs"] for cell in data["cells"]})
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a recorded-outputs file ({exc}); regenerate it with "
+                         "FIELDGUIDE_SAVE_OUTPUTS (fieldguide/outputs.py)") from exc
+
+
+def executed(notebook: dict[str, Any], recorded: Recorded | None) -> tuple[dict[str, Any], int]:
+    """A copy of `notebook` with each code cell's recorded outputs, where its code ran as it is
+    now; returns it and how many code cells got outputs."""
+    copy = json.loads(json.dumps(notebook))
+    filled = 0
+    for cell in copy["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        found = recorded.outputs_of(_source(cell)) if recorded else None
+        cell["outputs"] = found or []
+        filled += found is not None
+    if recorded and filled:
+        copy["metadata"]["fieldguide"] = {"ran_on": recorded.gpu, "torch": recorded.torch,
+                                          "date": recorded.date}
+    return copy, filled
+
+
+def site_gpu(root: Path = ROOT) -> str | None:
+    """The GPU the site shows (`timings:` of fieldguide.render in mkdocs.yml), read from the
+    file's text as fieldguide.notebooks reads the repository (no YAML loader needed)."""
+    path = Path(root) / "mkdocs.yml"
+    if not path.is_file():
+        return None
+    match = re.search(r"^\s+timings:\s*['\"]?([\w.-]+)", path.read_text(encoding="utf-8"), re.M)
+    return match[1] if match else None
+
+
+def load_any(page: str, root: Path = ROOT) -> Recorded | None:
+    """`page`'s outputs on the site's GPU where it ran there, else on the first other GPU (by
+    folder name) that recorded them."""
+    first = site_gpu(root)
+    others = sorted(p.name for p in (Path(root) / OUTPUTS).iterdir() if p.is_dir()) \
+        if (Path(root) / OUTPUTS).is_dir() else []
+    for slug in dict.fromkeys([first, *others]):
+        found = load(page, slug, root)
+        if found is not None:
+            return found
+    return None
+
+
+# --- Under each block on the page ------------------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+SHOWN_OPEN = 12   # lines: a longer output starts collapsed
+
+
+def as_text(found: list[dict[str, Any]]) -> str:
+    """What a reader saw printed: streams, results and errors as text (pictures are left out)."""
+    parts = []
+    for output in found:
+        kind = output.get("output_type")
+        if kind == "stream":
+            parts.append(_joined(output.get("text", "")))
+        elif kind in ("execute_result", "display_data") and "text/plain" in output.get("data", {}):
+            parts.append(_joined(output["data"]["text/plain"]) + "\n")
+        elif kind == "error":
+            parts.append(f"{output.get('ename')}: {output.get('evalue')}\n")
+    return ANSI.sub("", "".join(parts)).rstrip("\n")
+
+
+def _joined(value: Any) -> str:
+    return value if isinstance(value, str) else "".join(value)
+
+
+def under_blocks(markdown: str, root: Path, recorded: Recorded | None) -> str:
+    """`markdown` with, under each code block of includes whose code ran as it is now, what it
+    printed on the recorded GPU, in a collapsible box (collapsed where long)."""
+    if recorded is None:
+        return markdown
+    from fieldguide.pages import INCLUDE, included_code
+
+    fence_re = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})")
+    lines = markdown.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        fence = fence_re.match(lines[i])
+        if not fence:
+            out.append(lines[i])
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and not lines[end].strip().startswith(fence["fence"]):
+            end += 1
+        out.extend(lines[i:end + 1])
+        body = [INCLUDE.match(line) for line in lines[i + 1:end]]
+        if any(body):
+            code = "\n\n".join(included_code(root, m["path"], m["section"]) for m in body if m)
+            found = recorded.outputs_of(code)
+            text = as_text(found) if found else ""
+            if text:
+                out.extend(_box(text, fence["indent"], recorded))
+        i = end + 1
+    return "\n".join(out)
+
+
+def _box(text: str, indent: str, recorded: Recorded) -> list[str]:
+    opener = "???" if text.count("\n") + 1 > SHOWN_OPEN else "???+"
+    ticks = "`" * max(3, max((len(m) for m in re.findall(r"`{3,}", text)), default=0) + 1)
+    title = f"What this printed on {recorded.gpu} ({recorded.date[:10]}, PyTorch {recorded.torch})"
+    inner = indent + "    "
+    return ["", f'{indent}{opener} output "{title}"', "", f"{inner}{ticks}text",
+            *[f"{inner}{line}" if line else "" for line in text.split("\n")], f"{inner}{ticks}", ""]

@@ -1,0 +1,234 @@
+"""Markdown extension: timing shortcodes, figures and notebook links, under MkDocs and Zensical.
+
+    markdown_extensions:
+      - fieldguide.render:
+          timings: nvidia-h100-80gb-hbm3   # the GPU pages show unless a shortcode names another
+          beside: [nvidia-h200]            # in tabs beside it, where it measured the same
+
+Both engines run Python-Markdown extensions (neither runs the other's plugins or hooks), so the
+whole rendering path is here: each page's shortcodes become tables, numbers and figures
+(fieldguide/shortcodes.py), the page gets its notebook's links (fieldguide/notebooks.py), and
+the figures and the notebook are written into the site directory as the page is rendered.
+
+A problem fails the build in every engine and at every verbosity: the page's problems (a missing
+or stale number, an unknown kind or field, a stale notebook, a shortcode left unrendered) are
+raised together as one `PageProblems` error naming the page. Python-Markdown cannot see
+`--strict`, and a warning is dropped by `mkdocs build -q` and counted by nothing in Zensical, so
+an error is the one signal both engines honour. `make serve` sets FIELDGUIDE_PREVIEW=1: the
+problems are then logged and shown in the page, and the preview keeps running.
+
+State that costs time to build (each GPU's runs, each benchmark's code key) is kept for the
+process and rebuilt when a file it was read from changes (`_Inputs`), so `mkdocs serve` sees a
+code change at once. Figures are cached on disk by content (fieldguide/figure_cache.py).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from markdown import Extension, Markdown
+from markdown.preprocessors import Preprocessor
+
+from fieldguide import notebooks, outputs, shortcodes, unrendered
+
+try:  # MkDocs prints a BuildError as one clean line and aborts; Zensical shows any exception
+    from mkdocs.exceptions import BuildError as _Error
+except ImportError:  # pragma: no cover (the docs requirements install MkDocs)
+    _Error = Exception
+
+
+class PageProblems(_Error):
+    """A page cannot be published as it is: every problem found on it, one per line."""
+
+    def __init__(self, page: str, problems: list[str]):
+        self.page, self.problems = page, problems
+        super().__init__(f"{page}: {len(problems)} problem(s) in the rendered page:\n  "
+                         + "\n  ".join(problems))
+
+
+# --- Where the page is: each engine's rendering context ---------------------------------------
+
+@dataclass(frozen=True)
+class Context:
+    src_uri: str        # the page, relative to docs/
+    # What a raw HTML link on the page is written relative to. MkDocs leaves raw HTML alone, so
+    # a link goes from the page's URL ('execution/events/'); Zensical rewrites every relative
+    # link as if written in the source file, so there it goes from 'execution/events.md'.
+    url: str
+    root: Path          # the project: where mkdocs.yml is
+    site_dir: Path
+    markdown_extensions: list[Any]
+    mdx_configs: dict[str, Any]
+    repo_url: str | None
+    edit_uri: str | None
+
+
+def nested(md: Markdown) -> bool:
+    """Whether `md` converts inside another conversion (a docstring for mkdocstrings, a tab's
+    content): then the page's own conversion renders and checks, once, and this one does not."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is Markdown.convert.__code__ and frame.f_locals.get("self") is not md:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def context(md: Markdown) -> Context | None:
+    """The page being rendered, from MkDocs' or Zensical's own processors; None outside a site
+    build (a plain `markdown.markdown` call)."""
+    if "relpath" in md.treeprocessors:  # MkDocs registers it on every page's Markdown
+        processor = md.treeprocessors["relpath"]
+        file, config = processor.file, processor.config
+        return Context(file.src_uri, file.url, Path(config.config_file_path).parent,
+                       Path(config.site_dir), config.markdown_extensions, config.mdx_configs or {},
+                       config.repo_url, config.edit_uri)
+    for processor in md.preprocessors:  # Zensical: zensical.extensions.context
+        if type(processor).__name__ == "ContextPreprocessor":
+            page, config = processor.page, processor.config
+            root = Path(config["root_dir"])
+            return Context(page.path, page.path, root, root / config["site_dir"],
+                           config["markdown_extensions"], config["mdx_configs"] or {},
+                           config.get("repo_url"), config.get("edit_uri"))
+    return None
+
+
+# --- One build's state, rebuilt when what it read changes --------------------------------------
+
+WATCHED = ("timings", "snippets", "benchmarks", "tests/pages", "fieldguide", "notebooks", "outputs")
+
+
+def _inputs(root: Path) -> tuple:
+    """Every file the rendering reads, with its size and modification time."""
+    found = []
+    for folder in WATCHED:
+        for dirpath, dirnames, filenames in os.walk(root / folder):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for name in filenames:
+                stat = os.stat(os.path.join(dirpath, name))
+                found.append((dirpath, name, stat.st_size, stat.st_mtime_ns))
+    found.sort()
+    return tuple(found)
+
+
+@dataclass
+class _State:
+    key: tuple
+    build: shortcodes.Build
+    repo: notebooks.Repo | str   # or why there is none (repo_url is not a GitHub repository)
+    notebook_problems: dict[str, list[str]]   # page -> its notebook's problems ("" for orphans)
+    written: set[tuple[str, str]]             # (site_dir, site path) written in this state
+
+
+_states: dict[tuple, _State] = {}
+
+
+def _state(ctx: Context, default_gpu: str | None, beside: list[str]) -> _State:
+    key = (str(ctx.root), default_gpu, tuple(beside), str(ctx.repo_url), str(ctx.edit_uri))
+    inputs = _inputs(ctx.root)
+    state = _states.get(key)
+    if state is None or state.key != inputs:
+        inner: list[Markdown] = []
+
+        def to_html(text: str) -> str:  # tab contents, with the site's own extensions
+            if not inner:  # one parser for every tab of the build: building one costs 20 ms
+                inner.append(Markdown(extensions=ctx.markdown_extensions,
+                                      extension_configs=ctx.mdx_configs))
+            return inner[0].reset().convert(text)
+
+        build = shortcodes.Build(ctx.root, default_gpu, beside=beside, to_html=to_html)
+        by_page: dict[str, list[str]] = {}
+        try:
+            repo = notebooks.Repo.from_config(ctx.repo_url, ctx.edit_uri)
+        except ValueError as exc:  # a page with code says so; a site without any needs no repo
+            repo = str(exc)
+        else:
+            for page, problem in notebooks.problems_by_page(ctx.root, repo):
+                by_page.setdefault(page, []).append(problem)
+        state = _states[key] = _State(inputs, build, repo, by_page, set())
+    return state
+
+
+# --- The extension -----------------------------------------------------------------------------
+
+class _Render(Preprocessor):
+    def __init__(self, md: Markdown, extension: RenderExtension):
+        super().__init__(md)
+        self.extension = extension
+
+    def run(self, lines: list[str]) -> list[str]:
+        if nested(self.md):
+            return lines
+        ctx = context(self.md)
+        if ctx is None:
+            return lines
+        cfg = self.extension.getConfigs()
+        state = _state(ctx, cfg["timings"] or None, list(cfg["beside"] or []))
+        markdown, page = state.build.render_page("\n".join(lines), ctx.src_uri, ctx.url)
+        problems = list(page.problems) + state.build.stale_report(ctx.src_uri)
+        problems += state.notebook_problems.get(ctx.src_uri, [])
+        if ctx.src_uri == "index.md":  # notebooks without a page belong to no page: the home page says so
+            problems += state.notebook_problems.get("", [])
+        if notebooks.has_notebook(markdown):
+            markdown = outputs.under_blocks(markdown, ctx.root, outputs.load_any(ctx.src_uri, ctx.root))
+            if isinstance(state.repo, str):
+                problems.append(f"its notebook links need the repository: {state.repo}")
+            else:
+                markdown = notebooks.add_links(markdown, ctx.src_uri, state.repo, page_url=ctx.url,
+                                               root=ctx.root)
+            path = notebooks.notebook_path(ctx.src_uri)
+            if (ctx.root / path).is_file():
+                _copy(state, ctx.site_dir, path, ctx.root / path)
+        for name in _shown(state, markdown):
+            _write(state, ctx.site_dir, name, state.build.figures[name])
+            if not (ctx.site_dir / name).is_file():
+                problems.append(f"figure {name} was not written into {ctx.site_dir}")
+        self.md.fieldguide_problems = problems  # the guard (fieldguide/unrendered.py) raises them
+        return markdown.split("\n")
+
+
+def _shown(state: _State, markdown: str) -> list[str]:
+    """The figures this page shows (a figure's file name is the hash of its SVG)."""
+    return [name for name in state.build.figures if posixpath.basename(name) in markdown]
+
+
+def _write(state: _State, site_dir: Path, name: str, svg: str) -> None:
+    if (str(site_dir), name) in state.written and (site_dir / name).is_file():
+        return
+    path = site_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(svg, encoding="utf-8")
+    state.written.add((str(site_dir), name))
+
+
+def _copy(state: _State, site_dir: Path, name: str, source: Path) -> None:
+    target = site_dir / name
+    if (str(site_dir), name) in state.written and target.is_file():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    state.written.add((str(site_dir), name))
+
+
+class RenderExtension(Extension):
+    def __init__(self, **kwargs):
+        self.config = {
+            "timings": ["", "the timings/<gpu> folder pages show unless a shortcode names another"],
+            "beside": [[], "GPUs shown in tabs beside it, where they measured the same benchmarks"],
+        }
+        super().__init__(**kwargs)
+
+    def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 (Markdown's API)
+        # Before pymdownx.snippets (32): the page's own shortcodes, not those in included files.
+        md.preprocessors.register(_Render(md, self), "fieldguide-render", 34)
+        unrendered.register(md)  # raises this page's problems, and any shortcode left unrendered
+
+
+def makeExtension(**kwargs):  # noqa: N802 (Markdown's API)
+    return RenderExtension(**kwargs)
