@@ -10,6 +10,7 @@ run of that GPU model.
                                                      # whose code changed since: a partial run
     python3 -m fieldguide.timing_run --only NAME ... # re-measure some: a new partial run
     python3 -m fieldguide.timing_run --list          # the benchmark names
+    python3 -m fieldguide.timing_run --stale --list  # what --stale would measure here
 
 A run ends by saying how long a full run takes on this GPU: measured, or estimated from the
 kept runs' wall times (`--stale` with nothing to measure says it too).
@@ -293,13 +294,13 @@ def full_run_estimate(folder: Path, benchmarks: int) -> str | None:
 
 def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
         bench_dir: Path = BENCH_DIR, stale: bool = False) -> Path | None:
-    gpus = 0 if list_only else _cuda_device_count()
+    gpus = 0 if list_only and not stale else _cuda_device_count()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         listing, _ = _in_child(tmp, "collect", [str(bench_dir)], None, gpus, measure=False,
                                keys=stale)
         names = listing["files"]
-        if list_only:  # what could be collected here (without a GPU, not every module can)
+        if list_only and not stale:  # what could be collected here (without a GPU, not every module can)
             print("\n".join(sorted(names)))
             return None
         if listing["problems"]:
@@ -321,6 +322,10 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
                 return None
             print(f"{len(only)} of {len(here)} benchmarks are stale or new on {folder.name}: "
                   + ", ".join(only))
+            if list_only:  # what `--stale` would measure
+                if estimate:
+                    print(estimate)
+                return None
         unknown = [p for p in only or [] if not any(matches(p, n) for n in names)]
         if unknown:
             lines = []

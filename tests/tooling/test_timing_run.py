@@ -160,6 +160,9 @@ def test_stale_measures_only_what_changed_or_was_never_measured_here(bench_env, 
               third=GOOD.replace("bench_fast", "bench_new"))   # never measured
     (bench_dir / "bench_other.py").write_text(                # a comment: not stale
         (bench_dir / "bench_other.py").read_text() + "# a comment changes no key\n")
+    assert timing_run.run(None, out_dir, list_only=True, bench_dir=bench_dir, stale=True) is None
+    assert "2 of 3 benchmarks are stale or new" in capsys.readouterr().out   # listed, not run
+    assert len(list((out_dir / "fake-gpu-9000").iterdir())) == 1
     second = run(bench_dir, out_dir, stale=True)
     data = json.loads(second.read_text())
     assert sorted(benchmark_name(b["fullname"]) for b in data["benchmarks"]) == ["good.fast", "third.new"]
