@@ -8,6 +8,7 @@ PY        := $(VENV)/bin/python
 # `make test` and `make check` set up .venv first, unless PY=/path/to/python is given: then they
 # run with that interpreter as it is (the scaffold test runs `make check` with its own).
 SETUP     := $(if $(filter command line,$(origin PY)),,$(VENV)/.test)
+SETUP_DOCS := $(if $(filter command line,$(origin PY)),,$(VENV)/.docs)
 # GPU targets use the machine's own interpreter as it is: GPU runners are offline, and a
 # measurement must not change the environment it measures.
 GPU_PYTHON ?= python3
@@ -34,10 +35,10 @@ $(VENV)/.test: requirements/test.txt $(VENV)/.docs
 
 venv: $(VENV)/.test ## Set up .venv with everything the tests need (torch CPU); then .venv/bin/python -m snippets.<chapter>.<topic>
 
-serve: $(VENV)/.docs ## Serve the site at http://127.0.0.1:8000 from the committed timings (no GPU, no torch)
+serve: $(SETUP_DOCS) ## Serve the site at http://127.0.0.1:8000 from the committed timings (no GPU, no torch)
 	$(PY) -m mkdocs serve --dev-addr $(HOST):$(PORT)
 
-build: $(VENV)/.docs ## Build the site into site/ with --strict (fails on stale or missing timings)
+build: $(SETUP_DOCS) ## Build the site into site/ with --strict (fails on stale or missing timings)
 	$(PY) -m mkdocs build --strict
 
 browser: ## Install Debian's chromium for the browser test, unless $CHROMIUM or PATH has one
@@ -164,6 +165,14 @@ GPU_WHEEL_PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_17_x86_64 m
 gpu-wheels: ## Download the notebook tests' packages as wheels into .whl/ for an offline GPU machine (Python 3.12)
 	python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
 	  $(GPU_WHEEL_PLATFORMS) -d .whl nbclient nbformat ipykernel
+
+# The contributor's loop, timed in a fresh clone of HEAD (benchmarks/loop/run.py): strict build
+# cold and warm, `make serve` (with its install) and a reload after a prose edit, `make check` of
+# one page, and `make test` (LOOP_STEPS=... picks some). Appends to benchmarks/loop/results.json,
+# which docs/contributing.md shows.
+LOOP_STEPS ?= build,serve,check,test
+loop-benchmark: ## Time the contributor's loop in a fresh clone; appends to benchmarks/loop/results.json
+	$(if $(filter command line,$(origin PY)),$(PY),python3) -m benchmarks.loop.run --steps $(LOOP_STEPS)
 
 clean: ## Remove the virtual environment and build outputs
 	rm -rf $(VENV) site .pytest_cache .ruff_cache
