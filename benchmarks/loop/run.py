@@ -209,9 +209,30 @@ def step_check(clone: Path, python: str, page: str, log: Path) -> dict:
 
 
 def step_test(clone: Path, python: str, log: Path) -> dict:
+    """`make test`, with each test's CPU seconds (benchmarks/loop/cpu_times.py): the record keeps
+    the total, the test files that cost most and the costliest tests."""
+    per_test = log.parent / "cpu_times.json"
     with Timer() as timer:
-        code = make(clone, python, "test", log=log)
-    return {"make_test": timer.record(rc=code)}
+        code = make(clone, python, "test",
+                    f"PYTEST_ARGS=-p benchmarks.loop.cpu_times --cpu-times={per_test}", log=log)
+    return {"make_test": timer.record(rc=code, profile=profile(per_test))}
+
+
+def profile(per_test: Path, top: int = 12) -> dict | None:
+    """Where pytest's CPU time went: its total, by test file and the costliest tests."""
+    if not per_test.is_file():
+        return None
+    times = json.loads(per_test.read_text(encoding="utf-8"))
+    session = times.pop("", {})
+    by_file: dict[str, float] = {}
+    for nodeid, spent in times.items():
+        name = nodeid.split("::")[0]
+        by_file[name] = by_file.get(name, 0.0) + spent["cpu_s"]
+    costliest = sorted(times.items(), key=lambda kv: -kv[1]["cpu_s"])[:top]
+    return {"tests": len(times), "pytest_cpu_s": session.get("cpu_s"), "pytest_wall_s": session.get("wall_s"),
+            "by_file_cpu_s": dict(sorted(((k, round(v, 1)) for k, v in by_file.items()),
+                                         key=lambda kv: -kv[1])[:top]),
+            "costliest_tests_cpu_s": {k: v["cpu_s"] for k, v in costliest}}
 
 
 def machine() -> dict:
