@@ -7,7 +7,6 @@ is stale, missing or has no page.
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 
@@ -171,9 +170,9 @@ site_build = pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
 
 
 def build(project):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict"], cwd=project,
-                          env=env, capture_output=True, text=True, timeout=120)
+    from tests.helpers import mkdocs_build
+
+    return mkdocs_build(project)
 
 
 @site_build
