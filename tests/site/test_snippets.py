@@ -20,12 +20,14 @@ def run_by_its_notebook(path) -> str | None:
     That is: every statement is in a section (fieldguide.snippets.code_outside_sections), or
     imports from another snippet names that the same page's sections of that snippet define
     before this module's (the notebook defines them there); one page shows every section once,
-    in file order, or the whole file (its notebook has those cells in that order:
-    tests/site/test_notebooks.py checks it and runs it); that page needs as many GPUs as the
-    module, so its notebook runs wherever the module would; and the module reads no command
-    line but through `parse_known_args`, which ignores the kernel's arguments (so the notebook
-    runs it as `python -m` without arguments does). Then running the module as well would run
-    the same code twice (a training run of tens of seconds on the CPU for some).
+    or the whole file (its notebook has those cells in page order: tests/site/test_notebooks.py
+    checks it and runs it); that page needs as many GPUs as the module, so its notebook runs
+    wherever the module would; and the module reads no command line but through
+    `parse_known_args`, which ignores the kernel's arguments (so the notebook runs it as
+    `python -m` without arguments does). Then running the module as well would run the same
+    code twice (a training run of tens of seconds on the CPU for some). Where the page shows
+    the sections in another order than the file's, importing the module checks that the file's
+    order works too (IN_ANOTHER_ORDER), without running its `__main__` block a second time.
     """
     text = path.read_text(encoding="utf-8")
     if "sys.argv" in text or ".parse_args(" in text:
@@ -35,7 +37,8 @@ def run_by_its_notebook(path) -> str | None:
         markdown = page.read_text(encoding="utf-8")
         shown_on_page = page_includes(markdown)
         shown = [section for p, section in shown_on_page if p == rel(path)]
-        if shown not in (in_order, [None]) or gpus_needed_by(ROOT, markdown) != gpus_needed(path):
+        if (shown != [None] and sorted(shown) != sorted(in_order)) \
+                or gpus_needed_by(ROOT, markdown) != gpus_needed(path):
             continue
         before = shown_on_page[:[p for p, _ in shown_on_page].index(rel(path))]
         if all(_defined_before(line, before) for line in code_outside_sections(path)):
@@ -65,6 +68,10 @@ def _defined_before(outside: str, before: list[tuple[str, str | None]]) -> bool:
 
 
 RUN_BY_A_NOTEBOOK = {rel(p): page for p in SNIPPETS if (page := run_by_its_notebook(p))}
+# Of those, the modules whose page shows their sections in another order than the file's.
+IN_ANOTHER_ORDER = [p for p in SNIPPETS if rel(p) in RUN_BY_A_NOTEBOOK
+                    and [s for path, s in includes(ROOT / RUN_BY_A_NOTEBOOK[rel(p)]) if path == rel(p)]
+                    not in (list(sections(p)), [None])]
 
 
 def test_there_are_snippets():
@@ -96,6 +103,15 @@ def test_runs_as_module(path):
     result = run_python(["-m", module_name(path)])
     assert result.returncode == 0, f"python -m {module_name(path)} failed:\n{result.stderr}"
     assert result.stdout.strip(), "a snippet run prints what the page says it prints"
+
+
+@pytest.mark.fresh_interpreter
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.snippet(rel(p)))
+                                  for p in IN_ANOTHER_ORDER], ids=rel)
+def test_imports_in_file_order(path):
+    """Its notebook runs every line in the page's order; the file's own order must work too."""
+    result = run_python(["-c", f"import {module_name(path)}"])
+    assert result.returncode == 0, f"import {module_name(path)} failed:\n{result.stderr}"
 
 
 DISPLAY_WIDTH = 88  # wider lines scroll sideways in the site's code blocks
