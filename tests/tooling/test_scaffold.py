@@ -188,7 +188,8 @@ def test_an_untracked_notebook_fails_with_what_to_do(guided):
     assert "git add notebooks/memory-tricks/tiny-kernels.ipynb" in untracked.stdout, untracked.stdout[-3000:]
 
 
-@pytest.mark.fresh_interpreter
+# Not marked fresh_interpreter, though it runs make check: the long tests go first, and this
+# file's module-scoped copy would then be made twice (once for it, once for the tests after).
 def test_make_check_passes_for_both_pages_without_a_gpu(guided):
     check, _ = guided
     assert check.returncode == 0, (check.stdout + check.stderr)[-6000:]
