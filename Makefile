@@ -5,6 +5,10 @@ SHELL := /bin/bash
 VENV      ?= .venv
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PY        := $(VENV)/bin/python
+# `make test` and `make check` set up .venv first, unless PY=/path/to/python is given: then they
+# run with that interpreter as it is (the scaffold test runs `make check` with its own).
+SETUP     := $(if $(filter command line,$(origin PY)),,$(VENV)/.test)
+SETUP_DOCS := $(if $(filter command line,$(origin PY)),,$(VENV)/.docs)
 # GPU targets use the machine's own interpreter as it is: GPU runners are offline, and a
 # measurement must not change the environment it measures.
 GPU_PYTHON ?= python3
@@ -13,8 +17,8 @@ PORT      ?= 8000
 PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -x"
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
-.PHONY: help serve build zensical build-benchmark test test-gpu lint timings timings-list timings-report lock browser slurm gpu-wheels clean \
-        notebooks new-page mermaid axe
+.PHONY: help serve build zensical build-benchmark test test-gpu lint timings timings-list timings-report lock browser \
+        slurm gpu-wheels clean notebooks new-page mermaid axe venv check loop-benchmark
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -29,12 +33,14 @@ $(VENV)/.test: requirements/test.txt $(VENV)/.docs
 	$(PY) -m pip install -q -r requirements/test.txt
 	touch $@
 
+venv: $(VENV)/.test ## Set up .venv with everything the tests need (torch CPU); then .venv/bin/python -m snippets.<chapter>.<topic>
+
 # FIELDGUIDE_PREVIEW=1: a page's problems (a stale number, a stale notebook) are logged and shown
 # in the page instead of stopping the preview; every build without it fails on them.
-serve: $(VENV)/.docs ## Serve the site at http://127.0.0.1:8000 from the committed timings (no GPU, no torch)
+serve: $(SETUP_DOCS) ## Serve the site at http://127.0.0.1:8000 from the committed timings (no GPU, no torch)
 	FIELDGUIDE_PREVIEW=1 $(PY) -m mkdocs serve --dev-addr $(HOST):$(PORT)
 
-build: $(VENV)/.docs ## Build the site into site/ with --strict (fails on stale or missing timings)
+build: $(SETUP_DOCS) ## Build the site into site/ with --strict (fails on stale or missing timings)
 	$(PY) -m mkdocs build --strict
 
 # The second engine. --clean: Zensical keeps each page's HTML keyed by the page's own text, so
@@ -71,10 +77,19 @@ slurm: ## Install Debian's Slurm (slurmctld, slurmd, slurm-client) and munge for
 lint: $(VENV)/.test ## Ruff over the code, snippets and tests
 	$(PY) -m ruff check .
 
-test: $(VENV)/.test browser slurm ## Set up and run everything CI runs: lint, tests (CPU + browser + Slurm), strict build
+# The strict build runs once: the tests read it (FIELDGUIDE_BUILT_SITE, tests/conftest.py) instead
+# of building the site again. Without SITE_URL, as CI and `make serve` build.
+test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (CPU + browser + Slurm), strict build
 	$(PY) -m ruff check .
-	$(PY) -m mkdocs build --strict
-	FIELDGUIDE_REQUIRE_SLURM=1 $(PY) -m pytest   # Slurm is installed: a cluster that cannot start fails
+	env -u SITE_URL $(PY) -m mkdocs build --strict -d site
+	FIELDGUIDE_BUILT_SITE=site FIELDGUIDE_REQUIRE_SLURM=1 $(PY) -m pytest $(PYTEST_ARGS)   # Slurm is installed: a cluster that cannot start fails
+
+# One page's loop: its notebook current, ruff on its files, a strict build of the site beside its
+# tests, its snippets and its notebook, then the checks of the built site about it
+# (fieldguide/check.py). Several pages: PAGE="docs/a/b.md docs/c/d.md", one build.
+check: $(SETUP) ## One page, in about 90 s: make check PAGE=docs/execution/streams.md
+	@[ -n "$(PAGE)" ] || { echo "usage: make check PAGE=docs/<chapter>/<page>.md" >&2; exit 2; }
+	$(PY) -m fieldguide.check $(PAGE)
 
 # Tests marked `timed` assert a speed-up or a time bound measured live, and tests marked
 # `whole_gpu` read or fill the whole GPU's memory: both run alone, after the rest. The rest run
@@ -117,8 +132,9 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU
 	wait $$first || status=1; rm -f $$ended; \
 	exit $$status
 
-timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<gpu>/ (every run is kept)
-	$(GPU_PYTHON) -m fieldguide.timing_run
+# STALE=1: only the benchmarks this machine's GPU has never measured, or whose code changed since.
+timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<gpu>/ (STALE=1: only stale or new ones)
+	$(GPU_PYTHON) -m fieldguide.timing_run $(if $(STALE),--stale)
 
 timings-list: ## List benchmark names (for `python3 -m fieldguide.timing_run --only NAME`)
 	$(GPU_PYTHON) -m fieldguide.timing_run --list
@@ -130,8 +146,8 @@ timings-report: $(VENV)/.docs ## How the kept runs agree: runs per GPU, benchmar
 notebooks: ## Regenerate notebooks/ from the pages; commit them (`make test` and the build check them)
 	python3 -m fieldguide.notebooks
 
-new-page: ## Scaffold a page: make new-page CHAPTER=data_movement TOPIC=caching_allocator
-	python3 -m fieldguide.scaffold "$(CHAPTER)" "$(TOPIC)"
+new-page: ## Scaffold a page: make new-page CHAPTER=data_movement TOPIC=caching_allocator [DRAFT=1]
+	python3 -m fieldguide.scaffold $(if $(DRAFT),--draft) "$(CHAPTER)" "$(TOPIC)"
 
 # Mermaid draws the diagrams in the browser. The site works offline, so its MIT-licensed
 # dist/mermaid.min.js is committed under docs/assets/javascripts/ (overrides/main.html loads it on
@@ -170,6 +186,14 @@ GPU_WHEEL_PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_17_x86_64 m
 gpu-wheels: ## Download the notebook tests' packages as wheels into .whl/ for an offline GPU machine (Python 3.12)
 	python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
 	  $(GPU_WHEEL_PLATFORMS) -d .whl nbclient nbformat ipykernel
+
+# The contributor's loop, timed in a fresh clone of HEAD (benchmarks/loop/run.py): strict build
+# cold and warm, `make serve` (with its install) and a reload after a prose edit, `make check` of
+# one page, and `make test` (LOOP_STEPS=... picks some). Appends to benchmarks/loop/results.json,
+# which docs/contributing.md shows.
+LOOP_STEPS ?= build,serve,check,test
+loop-benchmark: ## Time the contributor's loop in a fresh clone; appends to benchmarks/loop/results.json
+	$(if $(filter command line,$(origin PY)),$(PY),python3) -m benchmarks.loop.run --steps $(LOOP_STEPS)
 
 clean: ## Remove the virtual environment and build outputs
 	rm -rf $(VENV) site .pytest_cache .ruff_cache

@@ -1,6 +1,6 @@
 """`make new-page CHAPTER=... TOPIC=...`: a new page with its snippet, test, benchmark and nav entry.
 
-    python3 -m fieldguide.scaffold CHAPTER TOPIC
+    python3 -m fieldguide.scaffold [--draft] CHAPTER TOPIC
 
 CHAPTER and TOPIC are lowercase words joined by `_` or `-` (`data_movement`, `caching-allocator`).
 One naming rule runs from page to JSON key, so the topic must be new across all chapters:
@@ -16,7 +16,11 @@ One naming rule runs from page to JSON key, so the topic must be new across all 
 
 Nothing is written unless everything can be: an invalid name or any existing file is refused
 with one line on stderr and exit status 2. A chapter listed in `draft_docs` gets no nav entry
-and no rule (its pages join the nav when the chapter leaves that list). Standard library only.
+and no rule (its pages join the nav when the chapter leaves that list). `--draft` (`make new-page
+... DRAFT=1`) lists the page itself under `draft_docs`, for a page that will quote numbers no GPU
+has measured yet: like a draft chapter's, it gets no nav entry (MkDocs would keep it in the
+published nav, a link to a page it leaves out) and no rule; `make serve` shows it at its
+address. Standard library only.
 """
 
 from __future__ import annotations
@@ -243,6 +247,21 @@ def add_to_nav(config: str, names: Names) -> str:
     return "".join(lines)
 
 
+def add_to_drafts(config: str, names: Names) -> str:
+    """mkdocs.yml with the page listed under `draft_docs` (a block of paths under docs/)."""
+    entry = f"  {names.page}\n"
+    block = re.search(r"^draft_docs:[ \t]*\|[ \t]*\n((?:[ \t]+\S.*(?:\n|$))*)", config, re.M)
+    if block:
+        body = block[1] if block[1].endswith("\n") or not block[1] else block[1] + "\n"
+        return config[:block.start(1)] + body + entry + config[block.end(1):]
+    validation = re.search(r"^validation:", config, re.M)
+    where = validation.start() if validation else len(config)
+    text = f"draft_docs: |\n{entry}\n"
+    if where == len(config) and not config.endswith("\n"):
+        text = "\n" + text
+    return config[:where] + text + config[where:]
+
+
 def add_to_cheat_sheet(text: str, names: Names) -> str:
     """docs/cheat-sheet.md with a placeholder rule linking the page, in its chapter's section."""
     rule = ["- Replace with the one-line rule this page teaches.\n",
@@ -286,14 +305,17 @@ def plan(root: Path, names: Names) -> dict[str, str]:
     return files
 
 
-def create(root: Path, names: Names) -> list[str]:
-    """Write the files and the nav entry; return one line per change."""
+def create(root: Path, names: Names, draft_page: bool = False) -> list[str]:
+    """Write the files and the nav entry; return one line per change. `draft_page`: list the
+    page under draft_docs, with no cheat-sheet rule."""
     root = Path(root)
     files = plan(root, names)
     config_file = root / "mkdocs.yml"
     config = config_file.read_text(encoding="utf-8")
     draft = is_draft(config, names.chapter_kebab)
-    new_config = config if draft else add_to_nav(config, names)
+    new_config = config if draft or draft_page else add_to_nav(config, names)
+    if draft_page and not draft:
+        new_config = add_to_drafts(new_config, names)
     done = []
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
@@ -302,6 +324,12 @@ def create(root: Path, names: Names) -> list[str]:
     cheat_sheet = root / "docs" / "cheat-sheet.md"
     if draft:
         done.append(f"no nav entry: {names.chapter_kebab}/ is in draft_docs until it is measured")
+    elif draft_page:
+        config_file.write_text(new_config, encoding="utf-8")
+        done.append(f"listed {names.page} under draft_docs in mkdocs.yml: `make serve` shows it at "
+                    f"/{names.page.removesuffix('.md')}/ (not in the nav); the published build leaves "
+                    "it out. Once it is measured: take it off draft_docs, add it to the nav and give "
+                    "it a rule in docs/cheat-sheet.md")
     else:
         config_file.write_text(new_config, encoding="utf-8")
         done.append(f"added {names.page} to the nav in mkdocs.yml")
@@ -322,19 +350,25 @@ def main(argv: list[str] | None = None) -> int:
     root = ROOT
     if len(args) >= 2 and args[0] == "--root":
         root, args = Path(args[1]), args[2:]
+    draft_page = "--draft" in args
+    args = [a for a in args if a != "--draft"]
     try:
         if len(args) != 2:
-            raise Refused("usage: make new-page CHAPTER=<chapter> TOPIC=<topic>")
+            raise Refused("usage: make new-page CHAPTER=<chapter> TOPIC=<topic> [DRAFT=1]")
         names = Names.parse(*args)
-        done = create(root, names)
+        done = create(root, names, draft_page)
     except Refused as refused:
         print(f"new-page: {refused}", file=sys.stderr)
         return 2
     print("\n".join(done))
     print(textwrap.dedent(f"""
-        Next: run it (python -m snippets.{names.chapter}.{names.topic}), write the page and its
-        claims, `make notebooks` after each page edit, `make test`; then git add the files above.
-        On a CUDA machine: make test-gpu and make timings; see docs/contributing.md."""))
+        Next (docs/contributing.md, "Adding a page"): run it with
+        .venv/bin/python -m snippets.{names.chapter}.{names.topic} (`make venv` sets .venv up),
+        replace every "Replace with ..." (the build refuses them), `make notebooks`, git add the
+        files above (the Colab link needs the notebook tracked), then
+        make check PAGE=docs/{names.page} (about 90 s) and make test.
+        Without a GPU, a page quoting numbers not measured yet stays under draft_docs (DRAFT=1);
+        on a CUDA machine: make test-gpu and make timings STALE=1."""))
     return 0
 
 

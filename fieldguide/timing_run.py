@@ -6,8 +6,14 @@ such a machine, `CUDA_VISIBLE_DEVICES=0 make timings` measures the single-GPU be
 run of that GPU model.
 
     python3 -m fieldguide.timing_run                 # every benchmark: a new complete run
+    python3 -m fieldguide.timing_run --stale         # only those this GPU never measured, or
+                                                     # whose code changed since: a partial run
     python3 -m fieldguide.timing_run --only NAME ... # re-measure some: a new partial run
     python3 -m fieldguide.timing_run --list          # the benchmark names
+    python3 -m fieldguide.timing_run --stale --list  # what --stale would measure here
+
+A run ends by saying how long a full run takes on this GPU: measured, or estimated from the
+kept runs' wall times (`--stale` with nothing to measure says it too).
 
 Every run is kept, as its own file in pytest-benchmark's JSON format
 (timings/<machine>/<date>_<commit>.json), so runs on different days and machines can be
@@ -35,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from fieldguide import ROOT
-from fieldguide.timings import TIMINGS_DIR, benchmark_name, machine_slug, matches
+from fieldguide.codekey import code_keys
+from fieldguide.timings import TIMINGS_DIR, TimingError, Timings, benchmark_name, machine_slug, matches
 
 BENCH_DIR = ROOT / "benchmarks"
 PYTEST_ARGS = [
@@ -59,10 +66,12 @@ class TimingRunError(RuntimeError):
 class _Selector:
     """Pytest plugin: picks the benchmarks to run and remembers what happened to each."""
 
-    def __init__(self, only: list[str] | None, gpus: int, list_only: bool):
+    def __init__(self, only: list[str] | None, gpus: int, list_only: bool, keys: bool = False):
         self.only = only
         self.gpus = gpus
         self.list_only = list_only
+        self.keys = keys                       # key each benchmark's code as it is now
+        self.codes: dict[str, dict[str, str]] = {}  # name -> its code keys (with `keys`)
         self.names: dict[str, str] = {}        # name -> nodeid, everything collected
         self.files: dict[str, str] = {}        # name -> path of its benchmark module
         self.needs: dict[str, int] = {}        # name -> GPUs it needs
@@ -76,6 +85,8 @@ class _Selector:
         self.names = {benchmark_name(item.nodeid): item.nodeid for item in items}
         self.files = {benchmark_name(item.nodeid): str(item.path) for item in items}
         self.needs = {benchmark_name(item.nodeid): needed_gpus(item) for item in items}
+        if self.keys:  # as fieldguide.pytest_plugin keys a benchmark's record when it runs
+            self.codes = {benchmark_name(item.nodeid): _code_now(config.rootpath, item) for item in items}
         keep, drop = [], []
         for item in items:
             name = benchmark_name(item.nodeid)
@@ -117,6 +128,16 @@ class _Selector:
             self.problems[report.nodeid or "collection"] = (
                 "could not be collected:\n" + _indent(report.longreprtext)
             )
+
+
+def _code_now(root: Path, item) -> dict[str, str] | None:
+    from fieldguide.pytest_plugin import snippet_paths
+
+    try:
+        return code_keys(root, Path(item.path).resolve().relative_to(root).as_posix(),
+                         item.originalname, snippet_paths(item))
+    except (LookupError, SyntaxError, ValueError):
+        return None  # never equal to a record's: measured again
 
 
 def _describe_failure(report) -> str:
@@ -177,28 +198,36 @@ def write_atomically(path: Path, document: dict[str, Any]) -> None:
 
 
 def _measure(targets: list[str], only: list[str] | None, gpus: int, bench_json: Path | None,
-             state_json: Path) -> None:
-    """In a child process: pytest over `targets`; what happened goes to `state_json`."""
+             state_json: Path, keys: bool = False) -> None:
+    """In a child process: pytest over `targets`; what happened goes to `state_json`. With
+    `keys`, also each benchmark's code keys as the code is now, and this machine's fingerprint
+    (a child's CUDA context ends with it, before anything is measured)."""
     import pytest
 
-    selector = _Selector(only, gpus, list_only=bench_json is None)
+    selector = _Selector(only, gpus, list_only=bench_json is None, keys=keys)
     args = [*targets, *PYTEST_ARGS]
     args += [f"--benchmark-json={bench_json}"] if bench_json else ["--collect-only"]
     exit_code = pytest.main(args, plugins=[selector])
     state = {"exit_code": int(exit_code), "files": selector.files, "needs": selector.needs,
              "selected": selector.selected, "not_here": selector.not_here,
-             "problems": selector.problems}
+             "problems": selector.problems, "codes": selector.codes}
+    if keys:
+        from fieldguide import fingerprint
+
+        state["fingerprint"] = fingerprint.collect()
     state_json.write_text(json.dumps(state), encoding="utf-8")
 
 
 def _in_child(tmp: Path, tag: str, targets: list[str], only: list[str] | None, gpus: int,
-              measure: bool) -> tuple[dict[str, Any], Path]:
+              measure: bool, keys: bool = False) -> tuple[dict[str, Any], Path]:
     """Run _measure in a new Python; its state, and where its benchmark JSON is."""
     state_json, bench_json = tmp / f"{tag}.state.json", tmp / f"{tag}.benchmark.json"
     command = [sys.executable, "-m", "fieldguide.timing_run", "--child", str(state_json),
                "--gpus", str(gpus)]
     if measure:
         command += ["--bench-json", str(bench_json)]
+    if keys:
+        command += ["--keys"]
     if only:
         command += ["--only", *only]
     # Not PYTEST_XDIST_WORKER, when started from a test under pytest-xdist: in an xdist worker
@@ -225,19 +254,78 @@ def _merged(documents: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def stale_or_new(folder: Path, codes: dict[str, dict[str, str] | None]) -> list[str]:
+    """Of the benchmarks `codes` keys as they are now, those with no record in `folder` (one
+    machine's runs) or whose newest records measured other code: what the strict build would
+    call stale or missing for this machine."""
+    try:
+        timings = Timings.load(folder)
+    except TimingError:  # no folder, or no run in it yet: everything is new here
+        if folder.is_dir() and any(folder.glob("*.json")):
+            raise
+        return list(codes)
+    recorded = set(timings.names)
+    return [name for name, code in codes.items()
+            if name not in recorded or code is None or timings.benchmark(name).code != code]
+
+
+def full_run_estimate(folder: Path, benchmarks: int) -> str | None:
+    """How long a full run of `benchmarks` benchmarks takes on the machine of `folder`: the
+    newest complete run's wall time, else the kept runs' seconds per benchmark, times how many."""
+    try:
+        runs = Timings.load(folder).runs
+    except TimingError:
+        return None
+    timed = [r.fingerprint for r in runs if r.fingerprint.get("wall_seconds")
+             and r.fingerprint.get("benchmarks_run")]
+    if not timed:
+        return None
+    complete = [fp for fp in timed if fp.get("complete")]
+    if complete and complete[-1]["benchmarks_run"] == benchmarks:
+        seconds, how = complete[-1]["wall_seconds"], "as the newest complete run took"
+    else:
+        per = sum(fp["wall_seconds"] for fp in timed) / sum(fp["benchmarks_run"] for fp in timed)
+        seconds = per * benchmarks
+        how = (f"estimated from {len(timed)} kept runs: {per:.2f} s per benchmark, process "
+               "start-ups included")
+    return (f"a full run of {benchmarks} benchmarks on {folder.name} takes about "
+            f"{seconds / 60:.0f} min ({how})")
+
+
 def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
-        bench_dir: Path = BENCH_DIR) -> Path | None:
-    gpus = 0 if list_only else _cuda_device_count()
+        bench_dir: Path = BENCH_DIR, stale: bool = False) -> Path | None:
+    gpus = 0 if list_only and not stale else _cuda_device_count()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        listing, _ = _in_child(tmp, "collect", [str(bench_dir)], None, gpus, measure=False)
+        listing, _ = _in_child(tmp, "collect", [str(bench_dir)], None, gpus, measure=False,
+                               keys=stale)
         names = listing["files"]
-        if list_only:  # what could be collected here (without a GPU, not every module can)
+        if list_only and not stale:  # what could be collected here (without a GPU, not every module can)
             print("\n".join(sorted(names)))
             return None
         if listing["problems"]:
             lines = [f"  {name} {what}" for name, what in sorted(listing["problems"].items())]
             raise TimingRunError("the benchmarks could not be collected:\n" + "\n".join(lines))
+        here = [n for n in names if listing["needs"][n] <= gpus]
+        if stale:
+            folder = out_dir / machine_slug(listing["fingerprint"])
+            estimate = full_run_estimate(folder, len(here))
+            try:
+                only = stale_or_new(folder, {n: listing["codes"].get(n) for n in here})
+            except TimingError as exc:
+                raise TimingRunError(str(exc)) from None
+            if not only:
+                print(f"nothing to measure: {folder.name} has a measurement of the current code "
+                      f"of each of the {len(here)} benchmarks this machine can run")
+                if estimate:
+                    print(estimate)
+                return None
+            print(f"{len(only)} of {len(here)} benchmarks are stale or new on {folder.name}: "
+                  + ", ".join(only))
+            if list_only:  # what `--stale` would measure
+                if estimate:
+                    print(estimate)
+                return None
         unknown = [p for p in only or [] if not any(matches(p, n) for n in names)]
         if unknown:
             lines = []
@@ -295,6 +383,8 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
               + ", ".join(f"{n} (needs {g})" for n, g in sorted(not_here.items())))
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     print(f"wrote {len(selected)} benchmark(s) to {shown} in {fp['wall_seconds']} s")
+    if full_run := full_run_estimate(path.parent, len(here)):
+        print(full_run)
     return path
 
 
@@ -304,17 +394,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="benchmark names to re-measure; `*` matches anything ('pinned_memory.*')")
     parser.add_argument("--out", type=Path, default=TIMINGS_DIR, help="directory of timings files")
     parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
+    parser.add_argument("--stale", action="store_true",
+                        help="only the benchmarks this GPU never measured, or whose code changed since")
     # Internal: one child process of the run (see _in_child).
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--gpus", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--bench-json", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--keys", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("targets", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _measure(args.targets, args.only, args.gpus, args.bench_json, args.child)
+        _measure(args.targets, args.only, args.gpus, args.bench_json, args.child, keys=args.keys)
         return 0
+    if args.stale and args.only:
+        parser.error("--stale picks the benchmarks itself: give it without --only")
     try:
-        run(args.only, args.out, list_only=args.list)
+        run(args.only, args.out, list_only=args.list, stale=args.stale)
     except TimingRunError as exc:
         print(f"make timings: error: {exc}", file=sys.stderr)
         return 2

@@ -48,6 +48,13 @@ class Build:
     log: str            # its stderr
 
 
+# What a build reads: the pages, the code they show, the timings and the benchmarks' LABELS, the
+# claims (tests/pages) and the tooling that renders them.
+BUILD_INPUTS = ("mkdocs.yml", "docs", "snippets", "benchmarks", "timings", "hooks", "fieldguide",
+                "includes", "notebooks", "overrides", "tests/pages")
+BUILT_SITE_ENV = "FIELDGUIDE_BUILT_SITE"
+
+
 @pytest.fixture(scope="session")
 def site_build(tmp_path_factory) -> Build:
     """The real site, built once per session with `mkdocs build --strict`, as a local build.
@@ -56,8 +63,15 @@ def site_build(tmp_path_factory) -> Build:
     tests check what such a build writes (no canonical address, for one). A strict build that
     aborts on a warning has still written every page, so the tests that read pages run anyway;
     tests/site/test_built_site.py fails on the warning itself.
+
+    FIELDGUIDE_BUILT_SITE=DIR names a strict build of this tree, without SITE_URL, that passed
+    (`make test` and `make check` build first, then run the tests on that build): the session
+    reads it instead of building the site a second time. A source changed since it was built
+    fails every test that reads it, naming the file.
     """
     pytest.importorskip("mkdocs")
+    if prebuilt := os.environ.get(BUILT_SITE_ENV):
+        return _prebuilt(Path(prebuilt).resolve())
     out = tmp_path_factory.mktemp("built-site")
     env = {key: value for key, value in os.environ.items() if key != "SITE_URL"}
     build = subprocess.run(
@@ -66,6 +80,22 @@ def site_build(tmp_path_factory) -> Build:
         env={**env, "NO_MKDOCS_2_WARNING": "1"},
     )
     return Build(dir=out, returncode=build.returncode, log=build.stderr)
+
+
+def _prebuilt(site: Path) -> Build:
+    """The build FIELDGUIDE_BUILT_SITE names, checked to be newer than every source it reads."""
+    home = site / "index.html"
+    if not home.is_file():
+        pytest.fail(f"{BUILT_SITE_ENV}={site} holds no built site (no index.html); unset it, "
+                    "or build there with `mkdocs build --strict -d DIR`", pytrace=False)
+    built_at = home.stat().st_mtime
+    for top in BUILD_INPUTS:
+        path = ROOT / top
+        for source in (path.rglob("*") if path.is_dir() else [path]):
+            if source.is_file() and source.stat().st_mtime > built_at and "__pycache__" not in source.parts:
+                pytest.fail(f"{BUILT_SITE_ENV}={site} was built before {source.relative_to(ROOT)} "
+                            "changed: build again (make test does) or unset it", pytrace=False)
+    return Build(dir=site, returncode=0, log=f"(built before the tests: {BUILT_SITE_ENV}={site})")
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,39 @@ def run_python(args: list[str], timeout: int = 900) -> subprocess.CompletedProce
                           capture_output=True, text=True, timeout=timeout)
 
 
+def mkdocs_build(project: Path, strict: bool = True) -> subprocess.CompletedProcess:
+    """`mkdocs build [--strict]` of a small project, in this process: what a separate
+    `python -m mkdocs` would report (exit status 1 and the log when a warning stops a strict
+    build), without a new interpreter importing MkDocs for every test (a few CPU seconds each)."""
+    import contextlib
+    import logging
+
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import MkDocsException
+
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            lines.append(f"{record.levelname:<8}-  {record.getMessage()}")
+
+    handler, logger = Collect(logging.INFO), logging.getLogger("mkdocs")
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.INFO
+    code = 0
+    try:
+        with contextlib.chdir(project):
+            build(load_config(str(Path(project) / "mkdocs.yml"), strict=strict))
+    except MkDocsException as exc:
+        code = 1
+        lines.append(f"Aborted: {exc}")
+    finally:
+        logger.removeHandler(handler)
+        logger.level = level
+    return subprocess.CompletedProcess(["mkdocs", "build"], code, "", "\n".join(lines))
+
+
 # --- Fake timing runs (pytest-benchmark's JSON, as the timing run writes it) ---------------------
 
 FAKE_GPU = {

@@ -85,9 +85,13 @@ def test_links_resolve_to_tracked_files():
         page_rel = docs_path(page)
         found = notebooks.links(page_rel, REPO)
         assert found["colab"].startswith(prefix)
-        assert found["colab"].removeprefix(prefix) in tracked, f"{rel(page)}: Colab link to an untracked file"
+        notebook = found["colab"].removeprefix(prefix)
+        assert notebook in tracked, (
+            f"{rel(page)}: its Colab link opens {notebook}, which git does not track: "
+            f"git add {notebook} (Colab opens the committed file; `make notebooks` writes it)")
         served = posixpath.normpath(posixpath.join(posixpath.dirname(page_rel), found["download"]))
-        assert served in tracked, f"{rel(page)}: download link to {served}, not a tracked file"
+        assert served in tracked, (f"{rel(page)}: download link to {served}, not a tracked file: "
+                                   f"git add {served}")
         assert served == notebooks.notebook_path(page_rel)
         markdown = notebooks.add_links(page.read_text(encoding="utf-8"), page_rel, REPO)
         assert found["download"] in markdown and found["colab"] in markdown

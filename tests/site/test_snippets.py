@@ -1,11 +1,12 @@
 """Every snippet module follows the conventions and runs as `python -m` in a fresh interpreter."""
 
+import ast
 import re
 
 import pytest
 
 from fieldguide import ROOT
-from fieldguide.pages import gpus_needed_by
+from fieldguide.pages import gpus_needed_by, included_code
 from fieldguide.pages import includes as page_includes
 from fieldguide.snippets import code_outside_sections, gpus_needed, module_name, sections, snippet_files
 from tests.helpers import includes, pages, rel, run_python
@@ -16,26 +17,61 @@ SNIPPETS = snippet_files()
 def run_by_its_notebook(path) -> str | None:
     """The page whose notebook runs exactly this module's code, as `python -m` would, or None.
 
-    That is: no code outside the sections (fieldguide.snippets.code_outside_sections); one page
-    shows every section once, in file order, or the whole file (its notebook has those cells in
-    that order: tests/site/test_notebooks.py checks it and runs it); that page needs as many GPUs
-    as the module, so its notebook runs wherever the module would; and the module reads no
-    command line (a kernel's sys.argv is not `python -m`'s). Then running the module as well
-    would run the same code twice (tens of seconds of a GPU run for some).
+    That is: every statement is in a section (fieldguide.snippets.code_outside_sections), or
+    imports from another snippet names that the same page's sections of that snippet define
+    before this module's (the notebook defines them there); one page shows every section once,
+    or the whole file (its notebook has those cells in page order: tests/site/test_notebooks.py
+    checks it and runs it); that page needs as many GPUs as the module, so its notebook runs
+    wherever the module would; and the module reads no command line but through
+    `parse_known_args`, which ignores the kernel's arguments (so the notebook runs it as
+    `python -m` without arguments does). Then running the module as well would run the same
+    code twice (a training run of tens of seconds on the CPU for some). Where the page shows
+    the sections in another order than the file's, importing the module checks that the file's
+    order works too (IN_ANOTHER_ORDER), without running its `__main__` block a second time.
     """
     text = path.read_text(encoding="utf-8")
-    if code_outside_sections(path) or "sys.argv" in text or "argparse" in text:
+    if "sys.argv" in text or ".parse_args(" in text:
         return None
     in_order = list(sections(path))
     for page in pages():
         markdown = page.read_text(encoding="utf-8")
-        shown = [section for p, section in page_includes(markdown) if p == rel(path)]
-        if shown in (in_order, [None]) and gpus_needed_by(ROOT, markdown) == gpus_needed(path):
+        shown_on_page = page_includes(markdown)
+        shown = [section for p, section in shown_on_page if p == rel(path)]
+        if (shown != [None] and sorted(shown) != sorted(in_order)) \
+                or gpus_needed_by(ROOT, markdown) != gpus_needed(path):
+            continue
+        before = shown_on_page[:[p for p, _ in shown_on_page].index(rel(path))]
+        if all(_defined_before(line, before) for line in code_outside_sections(path)):
             return rel(page)
     return None
 
 
+def _defined_before(outside: str, before: list[tuple[str, str | None]]) -> bool:
+    """Whether a statement outside the sections ("line N: code") is `from snippets.x import
+    a, b` where the sections shown before (`before`, a page's includes) define a and b."""
+    try:
+        (node,) = ast.parse(outside.split(": ", 1)[1]).body
+    except (SyntaxError, ValueError):
+        return False
+    if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("snippets."):
+        return False
+    source = node.module.replace(".", "/") + ".py"
+    defined = set()
+    for path, section in before:
+        if path == source:
+            code = included_code(ROOT, path, section)
+            defined |= {n.name for n in ast.parse(code).body
+                        if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+            defined |= {t.id for n in ast.parse(code).body if isinstance(n, ast.Assign)
+                        for t in n.targets if isinstance(t, ast.Name)}
+    return all(alias.name in defined for alias in node.names)
+
+
 RUN_BY_A_NOTEBOOK = {rel(p): page for p in SNIPPETS if (page := run_by_its_notebook(p))}
+# Of those, the modules whose page shows their sections in another order than the file's.
+IN_ANOTHER_ORDER = [p for p in SNIPPETS if rel(p) in RUN_BY_A_NOTEBOOK
+                    and [s for path, s in includes(ROOT / RUN_BY_A_NOTEBOOK[rel(p)]) if path == rel(p)]
+                    not in (list(sections(p)), [None])]
 
 
 def test_there_are_snippets():
@@ -67,6 +103,15 @@ def test_runs_as_module(path):
     result = run_python(["-m", module_name(path)])
     assert result.returncode == 0, f"python -m {module_name(path)} failed:\n{result.stderr}"
     assert result.stdout.strip(), "a snippet run prints what the page says it prints"
+
+
+@pytest.mark.fresh_interpreter
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.snippet(rel(p)))
+                                  for p in IN_ANOTHER_ORDER], ids=rel)
+def test_imports_in_file_order(path):
+    """Its notebook runs every line in the page's order; the file's own order must work too."""
+    result = run_python(["-c", f"import {module_name(path)}"])
+    assert result.returncode == 0, f"import {module_name(path)} failed:\n{result.stderr}"
 
 
 DISPLAY_WIDTH = 88  # wider lines scroll sideways in the site's code blocks
@@ -102,3 +147,17 @@ if __name__ == "__main__":
     module.write_text(shown.replace("    print(x)", "    # --8<-- [start:inner]\n    print(x)\n"
                                                    "    # --8<-- [end:inner]"))
     assert code_outside_sections(module) == ["line 11: section 'inner' starts inside another"]
+
+
+def test_a_training_script_runs_once_per_kind_of_check():
+    """The torchrun scripts read their options with parse_known_args (a kernel's own arguments
+    are not theirs) and FSDP2's imports what the page shows before it from the DDP script: their
+    notebooks run every line, so `python -m` does not train them a second time (their pages'
+    tests train them under torchrun, on two processes)."""
+    for name in ("ddp_with_torchrun", "fsdp2", "all_reduce_bandwidth"):
+        assert f"snippets/several_gpus/{name}.py" in RUN_BY_A_NOTEBOOK, name
+    assert _defined_before("line 3: from snippets.several_gpus.ddp_with_torchrun import start",
+                           [("snippets/several_gpus/ddp_with_torchrun.py", "setup")])
+    assert not _defined_before("line 3: from snippets.several_gpus.ddp_with_torchrun import start",
+                               [("snippets/several_gpus/ddp_with_torchrun.py", "data")])
+    assert not _defined_before("line 3: import torch", [])

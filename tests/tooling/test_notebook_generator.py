@@ -8,7 +8,6 @@ is stale, missing or has no page.
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 

@@ -67,8 +67,8 @@ def bench_env(tmp_path, monkeypatch):
         del sys.modules[module]
 
 
-def run(bench_dir, out_dir, only=None):
-    return timing_run.run(only, out_dir, bench_dir=bench_dir)
+def run(bench_dir, out_dir, only=None, stale=False):
+    return timing_run.run(only, out_dir, bench_dir=bench_dir, stale=stale)
 
 
 @pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
@@ -142,6 +142,39 @@ def test_a_changed_benchmark_supersedes_its_old_records(bench_env):
     run(bench_dir, out_dir)
     fast = Timings.load(out_dir / "fake-gpu-9000").benchmark("good.fast")
     assert len(fast.records) == 1 and len(fast.superseded) == 1
+
+
+@pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
+def test_stale_measures_only_what_changed_or_was_never_measured_here(bench_env, capsys):
+    bench_dir, out_dir = bench_env(good=GOOD, other=GOOD.replace("bench_fast", "bench_slow"))
+    first = run(bench_dir, out_dir, stale=True)   # nothing measured on this GPU yet: all of it
+    assert {b.name for b in Timings.load(first.parent).benchmarks} == {"good.fast", "other.slow"}
+    assert "a full run of 2 benchmarks on fake-gpu-9000 takes about" in capsys.readouterr().out
+
+    assert run(bench_dir, out_dir, stale=True) is None
+    out = capsys.readouterr().out
+    assert "nothing to measure: fake-gpu-9000 has a measurement of the current code of each of the 2" in out
+    assert "a full run of 2 benchmarks on fake-gpu-9000 takes about 0 min" in out
+
+    bench_env(good=GOOD.replace("range(100)", "range(200)"),   # changed code
+              third=GOOD.replace("bench_fast", "bench_new"))   # never measured
+    (bench_dir / "bench_other.py").write_text(                # a comment: not stale
+        (bench_dir / "bench_other.py").read_text() + "# a comment changes no key\n")
+    assert timing_run.run(None, out_dir, list_only=True, bench_dir=bench_dir, stale=True) is None
+    assert "2 of 3 benchmarks are stale or new" in capsys.readouterr().out   # listed, not run
+    assert len(list((out_dir / "fake-gpu-9000").iterdir())) == 1
+    second = run(bench_dir, out_dir, stale=True)
+    data = json.loads(second.read_text())
+    assert sorted(benchmark_name(b["fullname"]) for b in data["benchmarks"]) == ["good.fast", "third.new"]
+    assert data["machine_info"]["fieldguide"]["complete"] is False
+    out = capsys.readouterr().out
+    assert "2 of 3 benchmarks are stale or new on fake-gpu-9000: good.fast, third.new" in out
+
+
+def test_stale_and_only_do_not_go_together(capsys):
+    with pytest.raises(SystemExit):
+        timing_run.main(["--stale", "--only", "x.y"])
+    assert "--stale picks the benchmarks itself" in capsys.readouterr().err
 
 
 def test_no_cuda_is_a_clear_error(monkeypatch, capsys):

@@ -1,0 +1,74 @@
+"""The loop benchmark's results reach the contributing guide from benchmarks/loop/results.json:
+the newest measurement of each step, with its target, load and date; nothing typed by hand."""
+
+import json
+
+import markdown
+import pytest
+
+from fieldguide import ROOT, loop_results
+
+
+def run(date, commit, steps, note=""):
+    return {"date": date, "commit": commit, "note": note,
+            "machine": {"cpus": 2, "cpu_model": "Fake CPU", "python": "3.11.7"},
+            "targets": {"check_one_page": 90, "make_test": 600},
+            "labels": {"check_one_page": "`make check PAGE=docs/x.md`", "make_test": "`make test`"},
+            "steps": {name: {"wall_s": wall, "cpu_s": cpu, "load_before": [1.0, 1, 1],
+                             "load_after": [2.5, 1, 1], "rc": rc} for name, (wall, cpu, rc) in steps.items()}}
+
+
+RESULTS = {"runs": [
+    run("2026-11-26T13:00:00+00:00", "aaaaaaaaaa", {"make_test": (700.0, 900.0, 0),
+                                                    "check_one_page": (100.0, 80.0, 0)}),
+    run("2026-11-26T14:00:00+00:00", "bbbbbbbbbb", {"check_one_page": (61.0, 70.0, 1)}, note="Busy."),
+]}
+
+
+def test_each_step_shows_its_newest_measurement_and_target():
+    lines = loop_results.table(RESULTS)
+    assert lines[2] == ("| `make test` | 10.0 min | 11.7 min | 15.0 min | 1.0 → 2.5 | "
+                        "2026-11-26, `aaaaaaaaaa` |")
+    assert lines[3] == ("| `make check PAGE=docs/x.md` | 90 s | 61 s (failed) | 70 s | 1.0 → 2.5 | "
+                        "2026-11-26, `bbbbbbbbbb` |")
+    assert lines[-2:] == ["- 2026-11-26 13:00 UTC, `aaaaaaaaaa`: 2 × Fake CPU, Python 3.11.7.",
+                          "- 2026-11-26 14:00 UTC, `bbbbbbbbbb`: 2 × Fake CPU, Python 3.11.7. Busy."]
+
+
+def test_the_marker_becomes_the_table_and_a_broken_file_is_a_warning(tmp_path, caplog):
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(RESULTS))
+    md = markdown.Markdown(extensions=["tables"])
+    md.preprocessors.register(loop_results._LoopResults(md, results), "loop", 33)
+    html = md.convert(f"# Guide\n\n{loop_results.MARKER}\n")
+    assert "<table>" in html and "11.7 min" in html and loop_results.MARKER not in html
+    results.write_text("{not json")
+    md.convert(f"{loop_results.MARKER}\n")
+    assert any("cannot show the loop's times" in r.getMessage() and r.levelname == "WARNING"
+               for r in caplog.records)
+
+
+def test_the_guide_shows_the_committed_results():
+    assert loop_results.MARKER in (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    assert "  - fieldguide.loop_results" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    committed = json.loads((ROOT / loop_results.RESULTS).read_text(encoding="utf-8"))
+    shown = loop_results.newest_steps(committed)
+    for step in ("build_cold", "build_warm", "serve_first_answer", "serve_reload_after_prose_edit",
+                 "check_one_page", "make_test"):
+        assert step in shown, f"{loop_results.RESULTS} has no measurement of {step}: make loop-benchmark"
+    assert loop_results.table(committed)
+
+
+@pytest.mark.parametrize("name", ["cpu_times", "run"])
+def test_the_benchmark_modules_import_without_the_tests(name):
+    """`make loop-benchmark` runs with python3 (standard library only)."""
+    import ast
+
+    tree = ast.parse((ROOT / "benchmarks" / "loop" / f"{name}.py").read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported <= {"__future__", "argparse", "datetime", "json", "os", "platform", "resource", "shutil",
+                        "signal", "socket", "subprocess", "sys", "tempfile", "time", "urllib", "pathlib",
+                        "pytest"}, imported
