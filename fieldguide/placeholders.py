@@ -8,26 +8,26 @@ module finds any left, so a page cannot be published half-written:
 - `found(markdown)`: every placeholder line of a page (with the code it includes) as
   `Placeholder(line, text)`; inline code (`` `Replace with` ``) is quoting, not a placeholder.
 - As a Markdown extension (`fieldguide.placeholders` in mkdocs.yml's `markdown_extensions`), it
-  logs a warning per placeholder, naming the page by its H1, so `mkdocs build --strict` fails.
+  adds one problem per placeholder, naming the page by its H1, to the page's problems, which the
+  guard (fieldguide/unrendered.py) raises: every build fails, in any verbosity, with either engine.
   It runs after pymdownx.snippets, so the code a page includes is checked too. Draft pages
   (`draft_docs`) are not built, so a draft may keep its placeholders until it is published.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import NamedTuple
 
 from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
+from fieldguide import unrendered
+
 PHRASE = "Replace with"   # how every scaffold placeholder starts (fieldguide/scaffold.py)
 _PLACEHOLDER = re.compile(rf"\b{PHRASE}\b", re.IGNORECASE)
 _CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 _H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$")
-
-log = logging.getLogger("mkdocs.extensions.fieldguide.placeholders")
 
 
 class Placeholder(NamedTuple):
@@ -48,11 +48,14 @@ def page_title(lines: list[str]) -> str:
 
 class _Check(Preprocessor):
     def run(self, lines: list[str]) -> list[str]:
-        for placeholder in found("\n".join(lines)):
-            log.warning("page %r: scaffold placeholder left (line %d of the page with its code "
-                        "included): %r. Write the page's own text in its place (docs/contributing.md, "
-                        "\"Adding a page\"), or list the page under draft_docs in mkdocs.yml until it "
-                        "is ready", page_title(lines), placeholder.line, placeholder.text[:120])
+        problems = [f"page {page_title(lines)!r}: scaffold placeholder left (line {p.line} of the "
+                    f"page with its code included): {p.text[:120]!r}. Write the page's own text in "
+                    "its place (docs/contributing.md, \"Adding a page\"), or list the page under "
+                    "draft_docs in mkdocs.yml until it is ready"
+                    for p in found("\n".join(lines))]
+        if problems:  # raised with the page's other problems by the guard, in any verbosity
+            self.md.fieldguide_problems = [*(getattr(self.md, "fieldguide_problems", None) or []),
+                                           *problems]
         return lines
 
 
@@ -60,6 +63,7 @@ class PlaceholdersExtension(Extension):
     def extendMarkdown(self, md) -> None:  # noqa: N802 (Markdown's API)
         # After pymdownx.snippets (32): the included code is on the page by then.
         md.preprocessors.register(_Check(md), "fieldguide-placeholders", 31)
+        unrendered.register(md)  # the guard raises them (fieldguide/unrendered.py)
 
 
 def makeExtension(**kwargs):  # noqa: N802 (Markdown's API)
