@@ -4,23 +4,22 @@
 appends each run to benchmarks/loop/results.json, with the targets it is measured against. This
 extension writes the newest measurement of each step into the contributing guide, so the guide's
 numbers are the file's: never typed, never older than the last run. A missing or malformed file
-is a warning (the strict build fails), naming the file and the command that writes it.
+is a page problem that fails every build (fieldguide/unrendered.py raises it), naming the file and
+the command that writes it.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
-from fieldguide import ROOT
+from fieldguide import ROOT, unrendered
 
 MARKER = "<!-- loop-benchmark -->"
 RESULTS = "benchmarks/loop/results.json"
-log = logging.getLogger("mkdocs.extensions.fieldguide.loop_results")
 
 
 def newest_steps(results: dict) -> dict[str, tuple[dict, dict]]:
@@ -73,8 +72,11 @@ class _LoopResults(Preprocessor):
         try:
             shown = table(json.loads(self.path.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-            log.warning("%s: cannot show the loop's times (%s: %s); `make loop-benchmark` writes it",
-                        RESULTS, type(exc).__name__, exc)
+            # a page problem the guard raises (fieldguide/unrendered.py): fails every build
+            self.md.fieldguide_problems = [
+                *(getattr(self.md, "fieldguide_problems", None) or []),
+                f"{RESULTS}: cannot show the loop's times ({type(exc).__name__}: {exc}); "
+                "`make loop-benchmark` writes it"]
             shown = [f"*No measurement of the loop: {RESULTS} is missing or malformed.*"]
         out = []
         for line in lines:
@@ -85,6 +87,7 @@ class _LoopResults(Preprocessor):
 class LoopResultsExtension(Extension):
     def extendMarkdown(self, md) -> None:  # noqa: N802 (Markdown's API)
         md.preprocessors.register(_LoopResults(md, ROOT / RESULTS), "fieldguide-loop-results", 33)
+        unrendered.register(md)  # raises the page's problems
 
 
 def makeExtension(**kwargs):  # noqa: N802 (Markdown's API)

@@ -8,6 +8,7 @@ is stale, missing or has no page.
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
