@@ -64,6 +64,13 @@ def buffer(nbytes):
     return torch.zeros(nbytes // 2, dtype=torch.bfloat16, device=several.device())
 
 
+def release_buffer():
+    """Free the cached buffer (up to 1 GiB) on this rank, so that no later benchmark's
+    memory figures carry it."""
+    buffer.cache_clear()
+    torch.cuda.empty_cache()
+
+
 def all_reduce_and_wait(nbytes, ops):
     """`ops` all-reduces of one buffer, back to back, then wait for the GPU (every rank)."""
     all_reduce.all_reduce_many(buffer(nbytes), ops)
@@ -93,6 +100,7 @@ def bench_all_reduce(benchmark, worlds, gpus, nbytes):
         message_bytes=nbytes, ops=ops, gpus=n, dtype="bfloat16",
         algbw_gbs=nbytes / seconds / 1e9,
         busbw_gbs=all_reduce.bus_bandwidth(nbytes, seconds, n) / 1e9)
+    world.call(release_buffer)  # every rank of this group
 
 
 # --- Training steps ----------------------------------------------------------------------------
@@ -103,6 +111,7 @@ _state = {}  # this rank's model, optimizer and batch
 def prepare(layout, batch_per_gpu):
     """Build the workload on this rank's GPU, laid out, and take a first step (Adam's state).
     Returns the parameters and the matmul FLOPs of one GPU's share of a step."""
+    release_buffer()  # in case an all-reduce benchmark left one here
     device = several.device() if layout in scaling.LAYOUTS else torch.device("cuda", 0)
     model = scaling.make_mlp(WIDTH, DEPTH)
     counts = {"parameters": sum(p.numel() for p in model.parameters()),
@@ -134,13 +143,20 @@ def step():
 
 
 def held_peak_and_release():
-    """This rank's (training state GiB, peak GiB since prepare()); then free the workload."""
+    """This rank's (training state GiB by tensor sizes, the same by the allocator, peak GiB
+    since prepare()); then free the workload.
+
+    After a step the activations are freed and the gradients kept, so what the allocator has
+    handed out, less the batch, is the training state plus whatever the layout adds (DDP's
+    buckets, FSDP2's padding and buffers)."""
     held = sum(scaling.training_state_bytes(_state["model"], _state["optimizer"]).values())
     torch.cuda.synchronize(_state["device"])
+    batch = sum(t.numel() * t.element_size() for t in _state["batch"])
+    allocated = torch.cuda.memory_allocated(_state["device"]) - batch
     peak = torch.cuda.max_memory_allocated(_state["device"]) / GiB
     _state.clear()
     torch.cuda.empty_cache()
-    return held / GiB, peak
+    return held / GiB, allocated / GiB, peak
 
 
 def everyones_held_peak_and_release():
@@ -177,7 +193,8 @@ def bench_step(benchmark, worlds, layout, gpus, batch):
         found = [held_peak_and_release()]
     benchmark.extra_info.update(
         layout=layout, gpus=gpus, batch_per_gpu=batch, **counts,
-        state_gib_per_gpu=max(f[0] for f in found), peak_gib_per_gpu=max(f[1] for f in found))
+        state_gib_per_gpu=max(f[0] for f in found), allocated_gib_per_gpu=max(f[1] for f in found),
+        peak_gib_per_gpu=max(f[2] for f in found))
 
 
 @pytest.mark.snippet("snippets/precision/tensor_cores_and_shapes.py")

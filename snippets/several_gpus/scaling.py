@@ -59,10 +59,15 @@ def lay_out(model, layout, device):
     DDP keeps a whole copy per GPU and all-reduces gradients; FSDP2 keeps 1/n of
     every layer, all-gathers a layer before using it and reduce-scatters its
     gradients, so each GPU ends with the gradients and Adam state of its shard.
+    FSDP2 here gathers fp32 parameters (autocast casts them after the gather);
+    `mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16)` would halve that.
     """
     model = model.to(device)
     if layout == "ddp":
-        return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+        # gradient_as_bucket_view: the gradients live in DDP's all-reduce buckets;
+        # without it DDP keeps a second copy of every gradient there
+        return DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+                   gradient_as_bucket_view=True)
     if layout == "fsdp2":
         for layer in model:
             if isinstance(layer, nn.Linear):
@@ -119,15 +124,16 @@ BYTES_PER_PARAMETER = {
     "Adam first moment (fp32)": 4,
     "Adam second moment (fp32)": 4,
 }  # 16 bytes; the bf16-weights form (2 + 2 + 4 master + 4 + 4) is 16 too
-# Activations come on top and grow with the batch: no layout shards them but TP
-# (1/n of each split layer's) and PP (each stage only its own layers').
+# Activations come on top and grow with the batch per GPU: data parallelism at a
+# fixed global batch gives each GPU 1/n of the samples; TP (without sequence
+# parallelism) still replicates the activations between its split layers.
 
 
 def state_gib_per_gpu(parameters, layout, gpus):
     """GiB of training state each GPU holds: whole under DDP, 1/n under FSDP2
     (FSDP2 also gathers one layer at a time, whole, while it computes)."""
     total = parameters * sum(BYTES_PER_PARAMETER.values()) / 2**30
-    shards = {"ddp": 1, "fsdp2": gpus, "tp": gpus, "pp": gpus}[layout]
+    shards = {"ddp": 1, "fsdp2": gpus}[layout]
     return total / shards
 # --8<-- [end:budget]
 

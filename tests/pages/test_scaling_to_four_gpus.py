@@ -8,6 +8,7 @@ OUT_DIR` under torchrun): each rank writes what it holds to OUT_DIR/rank<N>.json
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,9 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/scaling.py")
 CLAIMS = {
     "busbw_4_over_2_min": 0.9,  # 4-GPU all-reduce bus bandwidth at 1 GiB over the 2-GPU one
     "ddp_weak_scaling_min": 0.85,  # DDP at 4 GPUs, 16384 samples per GPU: t(1 GPU) / t(4 GPUs)
-    "fsdp2_state_share_max": 0.26,  # what one of 4 GPUs holds under FSDP2, over one GPU's whole
+    # allocator memory after a step on one of 4 GPUs, over one GPU's alone (4096 samples per GPU)
+    "fsdp2_memory_share_max": 0.30,  # FSDP2: a quarter, plus padding and its buffers
+    "ddp_memory_share_max": 1.05,  # DDP: a whole copy, its buckets being the gradients
 }
 
 
@@ -70,13 +73,25 @@ def test_one_process_holds_16_bytes_per_parameter(snippet):
 
 def test_ddp_replicates_and_fsdp2_shards_the_state(ranks):
     n = len(ranks)
-    whole = ranks[0]["whole"]
+    whole = ranks[0]["global"]
     for r in ranks:
         assert r["ddp"] == whole  # a whole copy on every rank
     for what in whole:  # the shards add up to one copy; rows that do not split evenly differ
         assert sum(r["fsdp2"][what] for r in ranks) == whole[what]
         assert all(r["fsdp2"][what] <= whole[what] / n * 1.02 for r in ranks), (what, ranks)
-    assert all(r["same_loss"] for r in ranks)  # DDP and FSDP2 train the model alike
+
+
+def test_ddp_and_fsdp2_train_the_model_of_the_global_batch(ranks):
+    """After two Adam steps, DDP's and FSDP2's model is the one trained on every rank's samples
+    together, far closer to it than a model trained on one rank's batch alone (a layout that
+    does not average the gradients lands there)."""
+    for r in ranks:
+        distance = r["distance_from_global"]
+        # fp32 on CPUs: equal up to the order of the sums; on GPUs bf16 autocast rounds too
+        tolerance = 1e-5 if r["backend"] == "gloo" else distance["local"] / 10
+        assert distance["local"] > 1e-3, distance  # the ranks' batches differ
+        for layout in ("ddp", "fsdp2"):
+            assert distance[layout] <= tolerance, (layout, distance)
 
 
 def test_state_budget_per_gpu(snippet):
@@ -125,10 +140,23 @@ with ranks.Worlds(cpu=True) as worlds:
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
 def test_four_gpus_keep_the_bus_bandwidth_of_two(measured):
+    """Where NVSwitch joins every pair of GPUs (the run's recorded `nvidia-smi topo -m`); on a
+    machine with direct links to some neighbours only, or PCIe, the page's topology note holds
+    instead, and the run is left out with its topology named."""
+    from fieldguide.timings import link_summary
+
     two, four = "scaling.all_reduce[2gpus-1GiB]", "scaling.all_reduce[4gpus-1GiB]"
+    checked, other_topologies = 0, []
     for run in measured(two, four):
+        links = link_summary(run.run.fingerprint.get("interconnect")) or "no topology recorded"
+        if not re.fullmatch(r"NVLink \(NV\d+\) between every pair of the \d+ GPUs", links):
+            other_topologies.append(f"{run}: {links}")
+            continue
         ratio = run.value(four, "busbw_gbs") / run.value(two, "busbw_gbs")
         assert ratio >= CLAIMS["busbw_4_over_2_min"], (str(run), ratio)
+        checked += 1
+    if not checked and other_topologies:
+        pytest.skip("no run on GPUs that NVLink joins pair by pair: " + "; ".join(other_topologies))
 
 
 def test_ddp_weak_scaling_at_four_gpus(measured):
@@ -137,20 +165,35 @@ def test_ddp_weak_scaling_at_four_gpus(measured):
         assert run.value(one) / run.value(four) >= CLAIMS["ddp_weak_scaling_min"], str(run)
 
 
-def test_fsdp2_keeps_a_quarter_of_the_state_on_each_of_four_gpus(measured):
+def test_fsdp2_keeps_a_quarter_of_the_memory_on_each_of_four_gpus(measured):
+    """Measured by the allocator after a step (gradients kept, activations freed), so FSDP2's
+    padding and buffers count; `test_ddp_replicates_and_fsdp2_shards_the_state` checks the
+    arithmetic (the tensors' sizes) on CPUs."""
     one, four = "scaling.step[one-1gpu-4096]", "scaling.step[fsdp2-4gpus-4096]"
     for run in measured(one, four):
-        share = run.value(four, "state_gib_per_gpu") / run.value(one, "state_gib_per_gpu")
-        assert 0.25 <= share <= CLAIMS["fsdp2_state_share_max"], (str(run), share)
+        share = (run.value(four, "allocated_gib_per_gpu")
+                 / run.value(one, "allocated_gib_per_gpu"))
+        assert 0.25 <= share <= CLAIMS["fsdp2_memory_share_max"], (str(run), share)
 
 
 def test_ddp_holds_a_whole_copy_on_each_gpu(measured):
+    """By the allocator: a whole copy, and no second copy of the gradients in DDP's buckets
+    (gradient_as_bucket_view)."""
     one, four = "scaling.step[one-1gpu-4096]", "scaling.step[ddp-4gpus-4096]"
     for run in measured(one, four):
-        assert run.value(four, "state_gib_per_gpu") == run.value(one, "state_gib_per_gpu")
+        share = (run.value(four, "allocated_gib_per_gpu")
+                 / run.value(one, "allocated_gib_per_gpu"))
+        assert 1 <= share <= CLAIMS["ddp_memory_share_max"], (str(run), share)
 
 
 # --- The worker ----------------------------------------------------------------------------------
+
+def full_parameters(model):
+    """Every parameter of the model, whole (a DTensor gathered), in order."""
+    from torch.distributed.tensor import DTensor
+
+    return [p.full_tensor() if isinstance(p, DTensor) else p.detach() for p in model.parameters()]
+
 
 def rank_checks(out_dir):
     import torch
@@ -159,22 +202,31 @@ def rank_checks(out_dir):
     from snippets.several_gpus import scaling
 
     _, device = scaling.start_mesh(names=("dp",))
-    rank = dist.get_rank()
-    seen, losses = {}, {}
+    rank, n = dist.get_rank(), dist.get_world_size()
+    seen, trained = {}, {}
     torch.manual_seed(rank)  # each rank its own batch, as in data-parallel training
     x, y = torch.randn(32, 64, device=device), torch.randn(32, 1, device=device)
-    for layout in ("whole", *scaling.LAYOUTS):
+    # the reference: one model trained on the global batch, every rank's samples together
+    everyones_x = [torch.empty_like(x) for _ in range(n)]
+    everyones_y = [torch.empty_like(y) for _ in range(n)]
+    dist.all_gather(everyones_x, x)
+    dist.all_gather(everyones_y, y)
+    batches = {"global": (torch.cat(everyones_x), torch.cat(everyones_y)), "local": (x, y)}
+    for layout in ("global", "local", *scaling.LAYOUTS):
         model = scaling.make_mlp(width=64, depth=3).to(device)
-        if layout != "whole":
+        if layout in scaling.LAYOUTS:
             model = scaling.lay_out(model, layout, device)
         optimizer = torch.optim.Adam(model.parameters())
         for _ in range(2):
-            losses[layout] = scaling.train_step(model, optimizer, x, y).item()
+            scaling.train_step(model, optimizer, *batches.get(layout, (x, y)))
         seen[layout] = scaling.training_state_bytes(model, optimizer)
-    # both average the ranks' gradients: the same model after each step, so the same loss
-    # (up to the order of the sums; on GPUs, bf16 autocast rounds the activations too)
-    tolerance = 1e-2 if device.type == "cuda" else 1e-5
-    seen["same_loss"] = abs(losses["ddp"] - losses["fsdp2"]) <= tolerance * abs(losses["ddp"])
+        trained[layout] = torch.cat([p.flatten().float() for p in full_parameters(model)])
+    # DDP and FSDP2 average the ranks' gradients, so after two steps their model is the one
+    # trained on the global batch; a model trained on this rank's batch alone is not
+    reference = trained["global"]
+    seen["distance_from_global"] = {
+        layout: (trained[layout] - reference).norm().item() / reference.norm().item()
+        for layout in ("local", *scaling.LAYOUTS)}
     seen["backend"] = dist.get_backend()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(seen, f)
