@@ -126,8 +126,13 @@ def tensor_parallel(block, mesh):
     Each rank computes its heads and its slice of the hidden layer with no
     communication; the row-split layers add the ranks' partial outputs with one
     all-reduce each, so a block's forward pass sends two all-reduces of activations.
+    The attention's input is made one replicated DTensor that q, k and v share, so
+    backward adds their input gradients locally and all-reduces once (Megatron's
+    f and g): two all-reduces backward too, not one per projection.
     """
     plan = {
+        "attn": PrepareModuleInput(input_layouts=(Replicate(),),
+                                   desired_input_layouts=(Replicate(),)),
         "attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(),
         "attn.v": ColwiseParallel(), "attn.out": RowwiseParallel(),
         "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel(),
@@ -142,6 +147,10 @@ def sequence_parallel(block, mesh):
     all-reduce becomes a reduce-scatter (out, down) and an all-gather (before q,
     k, v and up), the same bytes, and the norms' activations take 1/n the memory.
     The block's input and output are each rank's slice of the sequence (dim 1).
+    The norms' weight and bias gradients are left Partial (each rank's slice's
+    share) and all-reduced when the optimizer reads them. SequenceParallel assumes
+    the norms' weights start equal on every rank (ones, as here): it does not
+    broadcast them.
     """
     gather_sequence = PrepareModuleInput(input_layouts=(Shard(1),),
                                          desired_input_layouts=(Replicate(),))
@@ -176,15 +185,20 @@ def what_this_rank_holds(block):
 
 
 def what_a_step_sends(block, x):
-    """Collectives of one forward and one backward pass, counted by DTensor."""
+    """Collectives of one forward pass, one backward pass and one optimizer step,
+    counted by DTensor."""
     x = x.detach().requires_grad_()  # as in a model: the previous block's output
+    optimizer = torch.optim.SGD(block.parameters(), lr=1e-3)
     with CommDebugMode() as forward:
         out = block(x)
     with CommDebugMode() as backward:
         out.sum().backward()
+    with CommDebugMode() as step:  # Partial gradients are reduced here
+        optimizer.step()
     return {phase: {str(op).split(".")[-1]: n
                     for op, n in mode.get_comm_counts().items()}
-            for phase, mode in (("forward", forward), ("backward", backward))}
+            for phase, mode in (("forward", forward), ("backward", backward),
+                                ("optimizer", step))}
 # --8<-- [end:holds]
 
 
@@ -212,8 +226,7 @@ def compare_with_one_device(parallelize, mesh, device, sequence_split=False):
     expected.sum().backward()
     rank, n = mesh.get_local_rank(), mesh.size()
     if sequence_split:  # this rank's slice of the sequence in, its slice out
-        mine = slice(rank * 16 // n, (rank + 1) * 16 // n)
-        out, expected = split(x[:, mine]), expected[:, mine]
+        out, expected = split(x.chunk(n, dim=1)[rank]), expected.chunk(n, dim=1)[rank]
     else:
         out = split(x)
     out.sum().backward()

@@ -83,10 +83,15 @@ def test_forward_sends_two_all_reduces_or_two_gathers_and_two_scatters(ranks):
         assert r["sends_tp"]["forward"] == {"all_reduce": 2}
         assert r["sends_sp"]["forward"] == {"all_gather_into_tensor": 2,
                                             "reduce_scatter_tensor": 2}
-        # backward: one reduce of the input gradient per layer that made the input a DTensor
-        # (q, k, v and up: four), or, with sequence parallelism, the mirror of the forward
-        assert r["sends_tp"]["backward"] == {"all_reduce": 4}
+        # backward: one reduce of the input gradient per module that made its input a DTensor
+        # (attn, shared by q, k and v; and up: two), or, with sequence parallelism, the mirror
+        # of the forward
+        assert r["sends_tp"]["backward"] == {"all_reduce": 2}
         assert r["sends_sp"]["backward"] == r["sends_sp"]["forward"]
+        # the optimizer step: nothing under TP; under SP the norms' weight and bias gradients
+        # (each rank's share, Partial) are all-reduced, one per parameter of the two norms
+        assert r["sends_tp"]["optimizer"] == {}
+        assert r["sends_sp"]["optimizer"] == {"all_reduce": 4}
 
 
 def test_fsdp2_with_tp_on_a_2d_mesh_trains_like_one_device(ranks):
