@@ -14,6 +14,8 @@ import time
 
 import pytest
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
 
 from benchmarks import ranks as several
 from snippets.several_gpus import pipeline_parallelism as pp
@@ -37,7 +39,8 @@ def prepare(schedule, microbatches):
         model = pp.make_model(WIDTH, DEPTH).to(torch.bfloat16)
         x = torch.randn(BATCH, WIDTH, dtype=torch.bfloat16)
         y = torch.randn(BATCH, WIDTH, dtype=torch.bfloat16)
-    stage, run = pp.build_pipeline(model, device, microbatches, SCHEDULES[schedule])
+    pp_mesh = init_device_mesh("cuda", (dist.get_world_size(),), mesh_dim_names=("pp",))
+    stage, run = pp.build_pipeline(model, pp_mesh, device, microbatches, SCHEDULES[schedule])
     _state.update(device=device, stage=stage, schedule=run, batch=(x, y),
                   microbatches=microbatches)
     step()  # the first step also agrees on shapes between stages

@@ -47,18 +47,27 @@ def loss_fn(output, target):
     return nn.functional.mse_loss(output, target)
 
 
-def build_pipeline(model, device, microbatches, schedule=ScheduleGPipe):
+def build_pipeline(model, pp_mesh, device, microbatches, schedule=ScheduleGPipe):
     """This rank's stage of `model` and the schedule that runs it.
 
-    Rank r holds stage r; a stage sends its activations to rank r + 1 and the
-    gradients of its inputs back to rank r - 1. The schedule cuts each batch
-    into `microbatches` pieces along dim 0 and orders every stage's forward and
-    backward passes over them (GPipe: all forwards, then all backwards; 1F1B:
-    alternate once the pipeline is full, so fewer activations wait in memory).
+    The stages are the ranks of `pp_mesh` (a 1-D mesh, or the "pp" dimension of
+    a larger one): the rank at position r holds stage r, sends its activations
+    to position r + 1 and the gradients of its inputs back to r - 1, within that
+    mesh's process group. The schedule cuts each batch into `microbatches`
+    pieces along dim 0 and orders every stage's forward and backward passes over
+    them (GPipe: all forwards, then all backwards; 1F1B: alternate once the
+    pipeline is full, so fewer activations wait in memory). It scales each
+    micro-batch's gradients by 1/microbatches (scale_grads=True, the default),
+    which matches a loss_fn that averages.
     """
-    rank, stages = dist.get_rank(), dist.get_world_size()
+    rank, stages = pp_mesh.get_local_rank(), pp_mesh.size()
+    if schedule is Schedule1F1B and microbatches < stages:
+        raise ValueError(f"Schedule1F1B needs at least as many micro-batches as stages: "
+                         f"got {microbatches} micro-batches for {stages} stages; "
+                         f"pass microbatches >= {stages}, or use ScheduleGPipe")
     part = split_model(model, rank, stages).to(device)
-    stage = PipelineStage(part, stage_index=rank, num_stages=stages, device=device)
+    stage = PipelineStage(part, stage_index=rank, num_stages=stages, device=device,
+                          group=pp_mesh.get_group())
     return stage, schedule(stage, n_microbatches=microbatches, loss_fn=loss_fn)
 
 
@@ -74,7 +83,7 @@ def pipeline_step(stage, schedule, x, y):
 
 
 # --8<-- [start:check]
-def compare_with_unsplit(schedule, device, microbatches=4):
+def compare_with_unsplit(schedule, pp_mesh, device, microbatches=4):
     """This stage's gradients against those of the same layers in the whole model.
 
     The schedule averages the micro-batches' gradients (it scales each by
@@ -84,9 +93,9 @@ def compare_with_unsplit(schedule, device, microbatches=4):
     x, y = torch.randn(16, 256, device=device), torch.randn(16, 256, device=device)
     whole = make_model().to(device)
     loss_fn(whole(x), y).backward()
-    stage, run = build_pipeline(make_model(), device, microbatches, schedule)
+    stage, run = build_pipeline(make_model(), pp_mesh, device, microbatches, schedule)
     losses = pipeline_step(stage, run, x, y)
-    mine = split_model(whole, dist.get_rank(), dist.get_world_size())
+    mine = split_model(whole, pp_mesh.get_local_rank(), pp_mesh.size())
     # equal up to rounding: micro-batches add up the same sums in another order
     pairs = zip(stage.submod.parameters(), mine.parameters(), strict=True)
     same = all((p.grad - q.grad).norm() <= 1e-4 * q.grad.norm() for p, q in pairs)
@@ -117,8 +126,9 @@ if __name__ == "__main__":
     # --8<-- [start:main]
     mesh, device = start_mesh(names=("pp",))
     try:
-        rank, stages = dist.get_rank(), dist.get_world_size()
-        results = {name: compare_with_unsplit(cls, device)
+        rank, stages = mesh.get_local_rank(), mesh.size()
+        microbatches = max(4, stages)  # 1F1B needs one per stage at least
+        results = {name: compare_with_unsplit(cls, mesh, device, microbatches)
                    for name, cls in (("GPipe", ScheduleGPipe), ("1F1B", Schedule1F1B))}
         print(f"stage {rank} of {stages}: {results}")
         if rank == 0:

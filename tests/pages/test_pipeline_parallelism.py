@@ -67,6 +67,14 @@ def test_split_model_refuses_an_uneven_split(snippet):
         snippet.split_model(snippet.make_model(depth=4), 0, 3)
 
 
+def test_1f1b_refuses_fewer_micro_batches_than_stages(snippet):
+    from types import SimpleNamespace
+
+    four_stages = SimpleNamespace(get_local_rank=lambda: 0, size=lambda: 4)  # no group needed
+    with pytest.raises(ValueError, match="got 2 micro-batches for 4 stages"):
+        snippet.build_pipeline(snippet.make_model(), four_stages, "cpu", 2, snippet.Schedule1F1B)
+
+
 def test_bubble_formula(snippet):
     assert snippet.bubble_fraction(1, 8) == 0
     assert snippet.bubble_fraction(4, 4) == 3 / 7
@@ -74,8 +82,9 @@ def test_bubble_formula(snippet):
 
 
 def test_the_zero_bubble_schedules_the_page_names_exist(snippet):
-    assert {"ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B",
-            "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble"} <= set(snippet.schedules())
+    assert {"ScheduleGPipe", "Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleLoopedBFS",
+            "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble",
+            "ScheduleDualPipeV"} <= set(snippet.schedules())
 
 
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
@@ -108,8 +117,8 @@ def stage_checks(out_dir):
 
     from snippets.several_gpus import pipeline_parallelism as pp
 
-    _, device = pp.start_mesh(names=("pp",))
-    seen = {name: pp.compare_with_unsplit(schedule, device)
+    mesh, device = pp.start_mesh(names=("pp",))
+    seen = {name: pp.compare_with_unsplit(schedule, mesh, device)
             for name, schedule in (("GPipe", pp.ScheduleGPipe), ("1F1B", pp.Schedule1F1B))}
     seen["backend"] = dist.get_backend()
     with open(os.path.join(out_dir, f"rank{dist.get_rank()}.json"), "w") as f:
