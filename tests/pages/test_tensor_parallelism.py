@@ -76,6 +76,10 @@ def test_each_rank_holds_its_share_of_every_split_weight(ranks):
         assert held["mlp.down.weight"] == [[DIM, HIDDEN // n], [DIM, HIDDEN], "S(1)"]
         assert held["mlp.down.bias"] == [[DIM], [DIM], "R"]  # added once, after the sum
         assert held["attn_norm.weight"] == [[DIM], [DIM], "whole"]
+        held_sp = r["held_sp"]  # the same split; the norms become replicated DTensors
+        assert held_sp["attn.q.weight"] == held["attn.q.weight"]
+        assert held_sp["mlp.down.weight"] == held["mlp.down.weight"]
+        assert held_sp["attn_norm.weight"] == [[DIM], [DIM], "R"]
 
 
 def test_forward_sends_two_all_reduces_or_two_gathers_and_two_scatters(ranks):
@@ -127,6 +131,7 @@ def rank_checks(out_dir):
     seen["sends_sp"] = tp.what_a_step_sends(tp.sequence_parallel(tp.Block().to(device), mesh),
                                             mine)
     seen["held"] = tp.what_this_rank_holds(tp.tensor_parallel(tp.Block().to(device), mesh))
+    seen["held_sp"] = tp.what_this_rank_holds(tp.sequence_parallel(tp.Block().to(device), mesh))
     mesh_2d = tp.init_device_mesh(device.type, (n // 2, 2), mesh_dim_names=("dp", "tp"))
     seen["two_d"] = tp.train_step_2d(mesh_2d, device)
     seen["backend"] = dist.get_backend()
