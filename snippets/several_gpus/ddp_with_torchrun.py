@@ -22,7 +22,7 @@ def start():
     """Join the process group that torchrun described; return this process's device.
 
     torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
-    MASTER_PORT for every process it starts. Without torchrun (python train.py, a
+    MASTER_PORT, among others, for every process it starts. Without torchrun (python train.py, a
     notebook) the script runs as a group of one.
     """
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -58,7 +58,8 @@ def make_dataset(n=4096, features=32, seed=0):
 
 def make_loader(dataset, batch_size, seed=0):
     """Each rank reads its own 1/world_size of the data; batch_size is per process."""
-    # drop_last: every rank gets as many samples as the others (no padding with repeats)
+    # Every rank gets as many samples as the others either way: drop_last=True leaves
+    # out the tail that does not divide evenly, the default pads it with repeated samples
     sampler = DistributedSampler(dataset, shuffle=True, seed=seed, drop_last=True)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
                       pin_memory=torch.cuda.is_available())
@@ -116,6 +117,25 @@ def train_epoch(model, loader, optimizer, device, accumulate=1):
     dist.all_reduce(total)  # sum over ranks: the mean loss of the epoch, for the log
     return total.item() / (len(loader) * dist.get_world_size())
 # --8<-- [end:train]
+
+
+# --8<-- [start:uneven]
+def train_epoch_uneven(model, loader, optimizer, device):
+    """One pass when ranks may hold different numbers of batches (your own split of
+    the data, an IterableDataset): a rank that runs out early keeps answering the
+    others' all-reduces (with zeros) until every rank is done. Returns batches run."""
+    from torch.distributed.algorithms.join import Join
+
+    model.train()
+    batches = 0
+    with Join([model]):
+        for x, y in loader:
+            optimizer.zero_grad(set_to_none=True)
+            forward_backward(model, x.to(device), y.to(device))
+            optimizer.step()
+            batches += 1
+    return batches
+# --8<-- [end:uneven]
 
 
 # --8<-- [start:checkpoint]

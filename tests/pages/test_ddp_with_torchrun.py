@@ -121,6 +121,21 @@ def test_sampler_shards_are_disjoint_and_cover_the_data(ranks):
     assert first["shard_sizes"] == [first["dataset_size"] // 2] * 2
 
 
+def test_the_sampler_pads_by_default_and_drops_the_tail_with_drop_last(ranks):
+    seen = ranks[0]  # 1001 samples on two ranks
+    assert seen["padded_samples"] == [501, 501] and seen["padded_distinct"] == 1001  # 1 repeat
+    assert seen["dropped_samples"] == [500, 500] and seen["dropped_distinct"] == 1000
+    # the same number of batches on every rank, both ways
+    assert seen["padded_batches"] == [6, 6] and seen["dropped_batches"] == [5, 5]
+
+
+def test_a_split_of_ones_own_gives_unequal_batches_and_join_copes(ranks):
+    seen = ranks[0]
+    assert seen["own_split_batches"] == [6, 5]
+    assert seen["joined_batches"] == [6, 5]  # finished, no hang
+    assert ranks[0]["digest_after_join"] == ranks[1]["digest_after_join"]  # still identical
+
+
 def test_set_epoch_changes_the_order_and_every_rank_agrees(ranks):
     first = ranks[0]
     assert first["order_changes_with_epoch"]
@@ -303,6 +318,25 @@ def rank_checks(out_dir):
     seen["order_changes_with_epoch"] = orders[1][0] != orders[0][0]
     seen["same_epoch_same_order"] = orders[0][1] == orders[0][0]
     seen["epoch1_still_disjoint"] = len(set().union(*orders[1][0])) == len(big)
+
+    # Equal counts either way: padding (default) or dropping the tail; unequal from a split
+    # of one's own. 1001 samples on two ranks, 100 per batch.
+    from torch.utils.data import DataLoader, DistributedSampler, Subset
+    odd = ddp.make_dataset(n=1001)
+    for name, drop in (("padded", False), ("dropped", True)):
+        sampler = DistributedSampler(odd, shuffle=False, drop_last=drop)
+        indices = gather(list(iter(sampler)))
+        seen[f"{name}_samples"] = [len(i) for i in indices]
+        seen[f"{name}_distinct"] = len(set().union(*indices))
+        seen[f"{name}_batches"] = gather(len(DataLoader(odd, batch_size=100, sampler=sampler)))
+    own_split = Subset(odd, range(rank, len(odd), world))  # 501 and 500 samples
+    seen["own_split_batches"] = gather(len(DataLoader(own_split, batch_size=100)))
+    torch.manual_seed(0)
+    model = ddp.wrap(ddp.make_model(), device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    ran = ddp.train_epoch_uneven(model, DataLoader(own_split, batch_size=100), optimizer, device)
+    seen["joined_batches"] = gather(ran)
+    seen["digest_after_join"] = _digest(model.module)
 
     # no_sync: four batches per rank, one optimizer step, equal to one step on the big batch
     batch, accumulate = 8, 4

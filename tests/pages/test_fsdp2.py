@@ -53,6 +53,15 @@ def ranks(tmp_path_factory):
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
 
+def test_the_model_is_built_on_the_meta_device_and_each_rank_fills_its_own_rows(ranks):
+    assert all(r["on_meta_before_to_empty"] for r in ranks)
+    # both ranks drew from one seed would give two equal halves (a CPU mesh has no DTensor RNG)
+    assert all(r["shards_differ"] for r in ranks)
+    # nn.Linear's initialisation: uniform in +-1/sqrt(fan_in), std 1/sqrt(3 fan_in)
+    std, expected = ranks[0]["init_spread"]
+    assert 0.9 * expected <= std <= 1.1 * expected, (std, expected)
+
+
 def test_fsdp2_trains_exactly_like_ddp(ranks):
     assert all(r["same_as_ddp"] for r in ranks), [r["max_diff_to_ddp"] for r in ranks]
     assert all(r["changed_by_training"] for r in ranks)  # equal because both trained, not idle
@@ -119,6 +128,28 @@ def test_each_gpu_keeps_about_half_of_the_state(measured, key, bytes_per_paramet
 
 # --- The worker ----------------------------------------------------------------------------------
 
+def _built_on_meta(fsdp2, device):
+    """build_sharded's model just before to_empty: every parameter on the meta device, so no
+    rank ever allocated the whole model."""
+    import torch
+
+    from snippets.several_gpus import ddp_with_torchrun as ddp
+
+    seen = []
+    original = torch.nn.Module.to_empty
+
+    def spy(module, *, device, recurse=True):
+        seen.append(all(p.is_meta for p in module.parameters()))
+        return original(module, device=device, recurse=recurse)
+
+    torch.nn.Module.to_empty = spy
+    try:
+        fsdp2.build_sharded(ddp.make_model, device)
+    finally:
+        torch.nn.Module.to_empty = original
+    return seen == [True]
+
+
 def rank_checks(out_dir):
     import torch
     import torch.distributed as dist
@@ -158,14 +189,19 @@ def rank_checks(out_dir):
                 optimizer.zero_grad(set_to_none=True)
         return optimizer  # gradients of the last step kept, to measure them
 
-    torch.manual_seed(0)
-    initial = {k: v.clone() for k, v in ddp.make_model().state_dict().items()}
-    torch.manual_seed(0)
-    sharded = fsdp2.shard(ddp.make_model(), device)
+    # built on the meta device, sharded, then each rank fills its own shards
+    sharded = fsdp2.build_sharded(ddp.make_model, device)
+    initial = full(sharded)  # the whole initial model, gathered: DDP starts from it
+    seen["on_meta_before_to_empty"] = _built_on_meta(fsdp2, device)
+    weight = initial["0.weight"]  # 256 rows: rank 0 filled the first 128, rank 1 the rest
+    half = weight.shape[0] // 2
+    seen["shards_differ"] = not torch.equal(weight[:half], weight[half:])
+    seen["init_spread"] = [weight.std().item(), (1 / weight.shape[1]) ** 0.5 / 3 ** 0.5]
     fsdp_optimizer = train(sharded)
     seen["fsdp"] = fsdp2.held_by_this_rank(sharded, fsdp_optimizer)
-    torch.manual_seed(0)
-    replicated = ddp.wrap(ddp.make_model(), device)
+    replicated = ddp.make_model()
+    replicated.load_state_dict(initial)
+    replicated = ddp.wrap(replicated, device)
     ddp_optimizer = train(replicated)
     seen["ddp"] = fsdp2.held_by_this_rank(replicated, ddp_optimizer)
     fsdp_state = full(sharded)
