@@ -46,9 +46,10 @@ def overlap_seconds(events):
 
 
 def busy_seconds(events, lanes=("compute", "all-reduce")):
-    """How long at least one kernel of these lanes ran (overlapping kernels counted once)."""
+    """How long at least one kernel of these lanes ran (overlaps counted once)."""
     busy, end = 0.0, float("-inf")
-    for e in sorted((e for e in events if e["lane"] in lanes), key=lambda e: e["start"]):
+    for e in sorted((e for e in events if e["lane"] in lanes),
+                    key=lambda e: e["start"]):
         start, stop = e["start"], e["start"] + e["duration"]
         busy += max(0.0, stop - max(start, end))
         end = max(end, stop)
@@ -56,11 +57,12 @@ def busy_seconds(events, lanes=("compute", "all-reduce")):
 
 
 def idle_seconds(events):
-    """Time between the first kernel's start and the last one's end with no kernel running:
-    the GPU waited for the host (or for another GPU's work)."""
+    """Time between the first kernel's start and the last one's end with no kernel
+    running: the GPU waited for the host (or for another GPU's work)."""
     if not events:
         return 0.0
-    span = max(e["start"] + e["duration"] for e in events) - min(e["start"] for e in events)
+    span = (max(e["start"] + e["duration"] for e in events)
+            - min(e["start"] for e in events))
     return span - busy_seconds(events, lanes={e["lane"] for e in events})
 # --8<-- [end:timeline]
 

@@ -22,8 +22,8 @@ def start():
     """Join the process group that torchrun described; return this process's device.
 
     torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
-    MASTER_PORT, among others, for every process it starts. Without torchrun (python train.py, a
-    notebook) the script runs as a group of one.
+    MASTER_PORT, among others, for every process it starts. Without torchrun (python
+    train.py, a notebook) the script runs as a group of one.
     """
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -59,7 +59,7 @@ def make_dataset(n=4096, features=32, seed=0):
 def make_loader(dataset, batch_size, seed=0):
     """Each rank reads its own 1/world_size of the data; batch_size is per process."""
     # Every rank gets as many samples as the others either way: drop_last=True leaves
-    # out the tail that does not divide evenly, the default pads it with repeated samples
+    # out the tail that does not divide evenly, the default repeats samples to fill it
     sampler = DistributedSampler(dataset, shuffle=True, seed=seed, drop_last=True)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
                       pin_memory=torch.cuda.is_available())
@@ -189,8 +189,8 @@ def train(args, device):
         if args.checkpoint:
             save_checkpoint(args.checkpoint, model, optimizer, epoch)
         if rank == 0:
-            print(f"epoch {epoch}: loss {loss:.4f} "
-                  f"({world} process(es), {device.type}, {dist.get_backend()})", flush=True)
+            print(f"epoch {epoch}: loss {loss:.4f} ({world} process(es), "
+                  f"{device.type}, {dist.get_backend()})", flush=True)
         if stop_requested(args.checkpoint, device):  # saved above: safe to stop here
             if rank == 0:
                 print(f"stopping after epoch {epoch}, as asked", flush=True)

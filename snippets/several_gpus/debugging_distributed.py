@@ -81,5 +81,9 @@ def main(mode, timeout_s=30):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *map(int, sys.argv[2:]))  # MODE [TIMEOUT_S]
+    if "RANK" in os.environ and sys.argv[1:2] and sys.argv[1] in MISTAKES:  # torchrun
+        main(sys.argv[1], *map(int, sys.argv[2:3]))  # MODE [TIMEOUT_S]
+    else:  # python, or a notebook: no group to join
+        print("start it with torchrun --standalone --nproc-per-node 2 debugging.py MODE"
+              f" [TIMEOUT_S], MODE one of {', '.join(MISTAKES)}")
 # --8<-- [end:main]
