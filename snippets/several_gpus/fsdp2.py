@@ -31,8 +31,10 @@ def shard(model, device):
             fully_shard(layer, mesh=mesh)  # 1/world_size of its parameters per rank
     fully_shard(model, mesh=mesh)  # the root: the rest, and the forward/backward hooks
     return model
+# --8<-- [end:shard]
 
 
+# --8<-- [start:build]
 def build_sharded(make_model, device, seed=0):
     """make_model()'s model, sharded, without the whole of it ever on one device."""
     with torch.device("meta"):
@@ -47,7 +49,7 @@ def build_sharded(make_model, device, seed=0):
         if hasattr(module, "reset_parameters"):  # nn.Linear: its usual initialisation
             module.reset_parameters()
     return model
-# --8<-- [end:shard]
+# --8<-- [end:build]
 
 
 # --8<-- [start:memory]
