@@ -10,6 +10,7 @@ starting the follower and NCCL ~10 s, then 4 x (3 + 20) steps of 8-35 ms and fou
 
 import pytest
 import torch
+import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks import two_ranks
@@ -43,6 +44,8 @@ def prepare(gpus, batch, bucket_view=False):
                                         gradient_as_bucket_view=True)
     elif gpus == 2:
         model = ddp.wrap(model, device)
+    if gpus == 2:  # a CPU group to line the ranks up before a profiled step
+        _state["cpu_group"] = dist.new_group(backend="gloo")
     _state.update(device=device, model=model, batch=two_ranks.workload_batch(device, batch),
                   optimizer=torch.optim.Adam(model.parameters()))
     step()  # the first step creates Adam's state
@@ -57,9 +60,27 @@ def step():
     torch.cuda.synchronize(_state["device"])
 
 
+def aligned_step():
+    """step(), once both ranks are here: a barrier on the CPU (gloo, no kernel), so that
+    neither rank's profile starts with an all-reduce waiting for a late partner."""
+    dist.barrier(group=_state["cpu_group"])
+    step()
+
+
 def profiled_step():
     """One more step on both ranks, each recording its GPU timeline: [rank 0's, rank 1's]."""
-    return two_ranks.everyones(ddp_timeline.step_timeline(step))
+    return two_ranks.everyones(ddp_timeline.step_timeline(aligned_step))
+
+
+def waits_ms(timelines):
+    """How long each rank's all-reduce kernels ran beyond the other rank's, bucket by
+    bucket: an all-reduce ends on both GPUs at about the same moment, so the longer one
+    is the rank that arrived first and waited. [rank 0's total, rank 1's total], in ms."""
+    kernels = [[e["duration"] for e in t if e["lane"] == "all-reduce"] for t in timelines]
+    if len(kernels) < 2 or len(kernels[0]) != len(kernels[1]):
+        return None
+    return [sum(max(0.0, mine - theirs) for mine, theirs in zip(a, b, strict=True)) * 1e3
+            for a, b in ((kernels[0], kernels[1]), (kernels[1], kernels[0]))]
 
 
 def release():
@@ -96,6 +117,7 @@ def timeline_extras(timelines):
                   idle_ms=ddp_timeline.idle_seconds(events) * 1e3)
     if len(timelines) > 1:
         extras["timeline_rank1"] = timelines[1]
+        extras["all_reduce_wait_ms"] = waits_ms(timelines)
     return extras
 
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch
+import torch.distributed as dist
 
 from benchmarks import two_ranks
 from snippets.several_gpus import ddp_timeline, fsdp2
@@ -29,7 +30,8 @@ def prepare():
     device = two_ranks.device()
     model = fsdp2.build_sharded(two_ranks.workload_model, device)  # meta, shard, then fill
     _state.update(device=device, model=model, batch=two_ranks.workload_batch(device),
-                  optimizer=torch.optim.Adam(model.parameters()))  # after sharding
+                  optimizer=torch.optim.Adam(model.parameters()),  # after sharding
+                  cpu_group=dist.new_group(backend="gloo"))  # to line the ranks up
     step()  # the first step creates Adam's state, on each rank's shard
     torch.cuda.reset_peak_memory_stats(device)
 
@@ -41,29 +43,35 @@ def step():
     torch.cuda.synchronize(_state["device"])
 
 
-def unsynchronized_step():
-    """The step's host work: every call made, nothing waited for (the queue may still run)."""
-    _state["optimizer"].zero_grad(set_to_none=True)
-    ddp.forward_backward(_state["model"], *_state["batch"])
-    _state["optimizer"].step()
-
-
 def host_seconds(repeats=5):
-    """Both ranks: the median time the host takes to issue one step, after the GPU has
-    caught up with the previous one; [rank 0's, rank 1's]."""
-    times = []
+    """Both ranks: the median time the host takes to issue one step's forward and backward
+    passes, and its optimizer step, starting with the GPU idle (no waiting for the GPU at
+    the end); [(rank 0's two), (rank 1's two)]."""
+    passes, optimizer = [], []
     for _ in range(repeats):
         torch.cuda.synchronize(_state["device"])
+        dist.barrier(group=_state["cpu_group"])
         start = time.perf_counter()
-        unsynchronized_step()
-        times.append(time.perf_counter() - start)
+        _state["optimizer"].zero_grad(set_to_none=True)
+        ddp.forward_backward(_state["model"], *_state["batch"])
+        middle = time.perf_counter()
+        _state["optimizer"].step()
+        passes.append(middle - start)
+        optimizer.append(time.perf_counter() - middle)
     torch.cuda.synchronize(_state["device"])
-    return two_ranks.everyones(sorted(times)[len(times) // 2])
+    median = len(passes) // 2
+    return two_ranks.everyones((sorted(passes)[median], sorted(optimizer)[median]))
+
+
+def aligned_step():
+    """step(), once both ranks are here (a CPU barrier: no kernel in the profile)."""
+    dist.barrier(group=_state["cpu_group"])
+    step()
 
 
 def profiled_step():
     """One more step on both ranks, each recording its GPU kernels: [rank 0's, rank 1's]."""
-    return two_ranks.everyones(ddp_timeline.step_timeline(step, limit=2000))
+    return two_ranks.everyones(ddp_timeline.step_timeline(aligned_step, limit=2000))
 
 
 def held_peaks_and_release():
@@ -95,7 +103,9 @@ def bench_step(benchmark, pair):
     nccl = [e for e in events if e["lane"] == "NCCL"]
     benchmark.extra_info.update(
         timeline=events, timeline_rank1=timelines[1],
-        host_ms_per_rank=[t * 1e3 for t in host], host_ms=max(host) * 1e3,
+        host_passes_ms=max(p for p, _ in host) * 1e3,
+        host_optimizer_ms=max(o for _, o in host) * 1e3,
+        host_ms=max(p + o for p, o in host) * 1e3,
         nccl_ms=sum(e["duration"] for e in nccl) * 1e3,
         all_gather_ms=sum(e["duration"] for e in nccl if "AllGather" in e["name"]) * 1e3,
         reduce_scatter_ms=sum(e["duration"] for e in nccl if "ReduceScatter" in e["name"]) * 1e3,
