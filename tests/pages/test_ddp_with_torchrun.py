@@ -236,6 +236,48 @@ def test_the_gradients_are_averaged_in_float32(measured):
             assert kernels and all("AllReduce" in k and "f32" in k for k in kernels), str(run)
 
 
+MATMUL_KERNELS = ("nvjet", "gemm", "cutlass", "xmma")  # cuBLAS's and CUTLASS's kernel names
+
+
+def _compute(events):
+    return [e for e in events if e["lane"] == "compute"]
+
+
+def _is_matmul(event):
+    return any(word in event["name"].lower() for word in MATMUL_KERNELS)
+
+
+def test_where_the_time_goes_the_exposed_all_reduce_is_only_part_of_it(measured):
+    one, two = "ddp_with_torchrun.step[1gpu-4096]", "ddp_with_torchrun.step[2gpus-4096]"
+    for run in measured(one, two):
+        slowdown_ms = (run.value(two) - run.value(one)) * 1e3
+        exposed = run.value(two, "exposed_all_reduce_ms")
+        assert 0 < exposed < slowdown_ms, (str(run), exposed, slowdown_ms)
+        # the same kernels ran longer under DDP
+        assert run.value(two, "compute_ms") > run.value(one, "compute_ms"), str(run)
+
+
+def test_where_the_time_goes_matmuls_slow_down_and_ddp_adds_kernels(measured):
+    one, two = "ddp_with_torchrun.step[1gpu-4096]", "ddp_with_torchrun.step[2gpus-4096]"
+    for run in measured(one, two):
+        alone, under_ddp = (run.value(name, "timeline") for name in (one, two))
+        matmul = [sum(e["duration"] for e in _compute(t) if _is_matmul(e))
+                  for t in (alone, under_ddp)]
+        assert matmul[1] > matmul[0], (str(run), matmul)
+        # DDP's own kernels: at least one more elementwise kernel per bucket (the division
+        # of the bucket by the number of ranks), beyond those of the step on one GPU
+        others = [sum(not _is_matmul(e) for e in _compute(t)) for t in (alone, under_ddp)]
+        buckets = sum(e["lane"] == "all-reduce" for e in under_ddp)
+        assert others[1] - others[0] >= buckets, (str(run), others, buckets)
+
+
+def test_where_the_time_goes_each_rank_waits_for_the_other_in_some_all_reduces(measured):
+    two = "ddp_with_torchrun.step[2gpus-4096]"
+    for run in measured(two):
+        waits = run.value(two, "all_reduce_wait_ms")  # [rank 0's, rank 1's]
+        assert waits is not None and sum(waits) > 0, (str(run), waits)
+
+
 def test_each_ddp_gpu_peaks_above_one_gpu_without_ddp(measured):
     for run in measured(*STEPS):
         for batch in (4096, 16384):
