@@ -200,6 +200,8 @@ def test_step_timeline_records_the_kernels_of_one_step():
 CLAIMS = {
     "weak_scaling_efficiency": 0.9,  # t(1 GPU) / t(2 GPUs) at 16384 samples per GPU, at least
     "all_reduce_growth_max": 1.2,  # the all-reduce at one batch size over the other, at most
+    # the compute kernels' extra time under DDP over the exposed all-reduce, at least
+    "compute_growth_over_exposed_min": 0.5,
 }
 STEPS = [f"ddp_with_torchrun.step[{g}-{b}]" for g in ("1gpu", "2gpus") for b in (4096, 16384)]
 
@@ -251,10 +253,13 @@ def test_where_the_time_goes_the_exposed_all_reduce_is_only_part_of_it(measured)
     one, two = "ddp_with_torchrun.step[1gpu-4096]", "ddp_with_torchrun.step[2gpus-4096]"
     for run in measured(one, two):
         slowdown_ms = (run.value(two) - run.value(one)) * 1e3
-        exposed = run.value(two, "exposed_all_reduce_ms")
+        exposed = run.value(two, "all_reduce_ms") - run.value(two, "overlap_ms")
         assert 0 < exposed < slowdown_ms, (str(run), exposed, slowdown_ms)
-        # the same kernels ran longer under DDP
-        assert run.value(two, "compute_ms") > run.value(one, "compute_ms"), str(run)
+        # the same kernels ran longer under DDP, by a time of the exposed all-reduce's order
+        compute = [sum(e["duration"] for e in _compute(run.value(name, "timeline"))) * 1e3
+                   for name in (one, two)]
+        growth = compute[1] - compute[0]
+        assert growth >= CLAIMS["compute_growth_over_exposed_min"] * exposed, (str(run), compute)
 
 
 def test_where_the_time_goes_matmuls_slow_down_and_ddp_adds_kernels(measured):
@@ -269,13 +274,6 @@ def test_where_the_time_goes_matmuls_slow_down_and_ddp_adds_kernels(measured):
         others = [sum(not _is_matmul(e) for e in _compute(t)) for t in (alone, under_ddp)]
         buckets = sum(e["lane"] == "all-reduce" for e in under_ddp)
         assert others[1] - others[0] >= buckets, (str(run), others, buckets)
-
-
-def test_where_the_time_goes_each_rank_waits_for_the_other_in_some_all_reduces(measured):
-    two = "ddp_with_torchrun.step[2gpus-4096]"
-    for run in measured(two):
-        waits = run.value(two, "all_reduce_wait_ms")  # [rank 0's, rank 1's]
-        assert waits is not None and sum(waits) > 0, (str(run), waits)
 
 
 def test_each_ddp_gpu_peaks_above_one_gpu_without_ddp(measured):

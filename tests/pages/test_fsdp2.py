@@ -21,7 +21,6 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/fsdp2.py")
 CLAIMS = {
     "shard_share_max": 0.51,  # what one of two ranks keeps, as a share of a whole copy
     "peak_saving_min": 1.5,  # DDP's peak memory per GPU over FSDP2's, at least
-    "host_share_of_step_min": 0.7,  # the host's time to issue a step / the step's median
 }
 
 
@@ -92,39 +91,14 @@ def test_full_export_loads_into_a_plain_model(ranks):
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
 FSDP, DDP = "fsdp2.step", "ddp_with_torchrun.step[2gpus-4096]"
-DDP_VIEW = "ddp_with_torchrun.step_bucket_view"
 
 
-@pytest.mark.parametrize("ddp", [DDP, DDP_VIEW])
-def test_fsdp2_peaks_well_below_ddp_on_each_gpu(measured, ddp):
-    for run in measured(FSDP, ddp):
+def test_fsdp2_peaks_well_below_ddp_on_each_gpu(measured):
+    for run in measured(FSDP, DDP):
         for gpu in (0, 1):
             field = f"peak_gpu{gpu}_gib"
-            saving = run.value(ddp, field) / run.value(FSDP, field)
+            saving = run.value(DDP, field) / run.value(FSDP, field)
             assert saving >= CLAIMS["peak_saving_min"], (str(run), gpu, saving)
-
-
-def test_the_fsdp2_step_is_host_bound(measured):
-    """The profiled step: NCCL and compute kernels fill a fraction of it; the host takes about
-    the whole step to issue it."""
-    for run in measured(FSDP):
-        step_ms = run.value(FSDP) * 1e3
-        host = run.value(FSDP, "host_ms")
-        assert host >= CLAIMS["host_share_of_step_min"] * step_ms, (str(run), host, step_ms)
-        assert run.value(FSDP, "idle_ms") > run.value(FSDP, "compute_ms"), str(run)
-        assert run.value(FSDP, "nccl_ms") < run.value(FSDP, "compute_ms"), str(run)
-
-
-def test_fsdp2_runs_about_the_compute_kernels_of_ddp(measured):
-    for run in measured(FSDP, DDP):
-        ratio = run.value(FSDP, "compute_ms") / run.value(DDP, "compute_ms")
-        assert 0.8 <= ratio <= 1.25, (str(run), ratio)
-
-
-def test_fsdp2_step_is_slower_than_ddp(measured):
-    # more data moved (all-gathers in forward and backward, a reduce-scatter), layer by layer
-    for run in measured(FSDP, DDP):
-        assert run.value(FSDP) > run.value(DDP), str(run)
 
 
 def _workload_parameters():
