@@ -44,9 +44,9 @@ def build_sharded(make_model, device, seed=0):
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
     model.to_empty(device=device)  # memory for this rank's shards, uninitialised
-    # On a GPU mesh, DTensor's random generator gives every shard the values it has in
-    # the whole tensor: one seed for all ranks. A CPU mesh has no such generator, and
-    # ranks with one seed would draw identical shards: there each rank gets its own.
+    # On a GPU mesh, DTensor's random generator gives every shard its own stretch of one
+    # stream for the whole tensor: one seed for all ranks. A CPU mesh has no such
+    # generator, and ranks with one seed would draw identical shards: one seed per rank.
     torch.manual_seed(seed + (dist.get_rank() if device.type == "cpu" else 0))
     for module in model.modules():
         if hasattr(module, "reset_parameters"):  # nn.Linear: its usual initialisation
