@@ -251,6 +251,7 @@ def _is_matmul(event):
 
 def test_where_the_time_goes_the_exposed_all_reduce_is_only_part_of_it(measured):
     one, two = "ddp_with_torchrun.step[1gpu-4096]", "ddp_with_torchrun.step[2gpus-4096]"
+    more_than_exposed = []
     for run in measured(one, two):
         slowdown_ms = (run.value(two) - run.value(one)) * 1e3
         exposed = run.value(two, "all_reduce_ms") - run.value(two, "overlap_ms")
@@ -260,6 +261,8 @@ def test_where_the_time_goes_the_exposed_all_reduce_is_only_part_of_it(measured)
                    for name in (one, two)]
         growth = compute[1] - compute[0]
         assert growth >= CLAIMS["compute_growth_over_exposed_min"] * exposed, (str(run), compute)
+        more_than_exposed.append(growth > exposed)
+    assert any(more_than_exposed)  # "and by more than it in some"
 
 
 def test_where_the_time_goes_matmuls_slow_down_and_ddp_adds_kernels(measured):
