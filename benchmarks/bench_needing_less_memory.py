@@ -1,8 +1,10 @@
 """Benchmarks behind docs/memory/needing-less-memory.md.
 
 Budget on an H100: one 34M-parameter model of 16 blocks on 16384 tokens of width 512. A
-training step is ~0.1 s in float32; five kinds of step and three kinds of forward pass, 8
-rounds each after a warm-up: about 10 s.
+training step is ~0.1 s in float32 (~0.5 s offloading to the CPU); eight kinds of step and
+three kinds of forward pass, 8 rounds each after a warm-up: about 20 s. Then an LSTM of width
+512 over 2048 time steps of 64 sequences, trained with full and truncated backpropagation
+through time: a few seconds.
 """
 
 import pytest
@@ -17,19 +19,28 @@ pytestmark = [pytest.mark.snippet("snippets/memory/needing_less_memory.py"), pyt
 LABELS = {
     "step": "Training step: {technique}",
     "forward": "Forward pass only: {technique}",
+    "sequence": "LSTM over {steps} time steps: {technique}",
 }
 WORDS = {"baseline": "float32, Adam (the baseline)", "checkpoint": "activation checkpointing",
+         "selective": "selective checkpointing (matrix products kept)",
+         "offload": "saved activations offloaded to CPU memory",
+         "autocast": "mixed precision (autocast to bfloat16, float32 weights)",
+         "full": "backpropagation through all of them",
+         "truncated": "truncated backpropagation, 64 steps at a time",
          "accumulate": "4 micro-batches of gradient accumulation",
          "sgd": "plain SGD (no optimizer state)", "bf16": "bfloat16 weights and batch",
          "grad": "autograd on", "no_grad": "`torch.no_grad()`",
          "inference_mode": "`torch.inference_mode()`"}
 
-STEPS = {  # technique: keyword arguments of make(), micro-batches
-    "baseline": ({}, 1),
-    "checkpoint": ({"checkpointed": True}, 1),
-    "accumulate": ({}, 4),
-    "sgd": ({"optimizer": "sgd"}, 1),
-    "bf16": ({"dtype": torch.bfloat16}, 1),
+STEPS = {  # technique: keyword arguments of make(), micro-batches, compute dtype
+    "baseline": ({}, 1, None),
+    "checkpoint": ({"activations": "checkpoint"}, 1, None),
+    "selective": ({"activations": "selective"}, 1, None),
+    "offload": ({"activations": "offload"}, 1, None),
+    "accumulate": ({}, 4, None),
+    "sgd": ({"optimizer": "sgd"}, 1, None),
+    "autocast": ({}, 1, torch.bfloat16),
+    "bf16": ({"dtype": torch.bfloat16}, 1, None),
 }
 MiB = 2**20
 
@@ -57,17 +68,19 @@ def libraries_ready():
 @pytest.mark.parametrize("technique", list(STEPS))
 def bench_step(gpu_benchmark, benchmark, technique):
     """One training step (forward, backward, optimizer step, gradients dropped)."""
-    options, micro_batches = STEPS[technique]
+    options, micro_batches, compute_dtype = STEPS[technique]
     libraries_ready()
     outside = torch.cuda.memory_allocated()  # what earlier benchmarks of this process hold
     model, optimizer, x = snippet.make(**options)
-    snippet.train_step(model, optimizer, x, micro_batches)  # creates the optimizer's state
+    args = (model, optimizer, x, micro_batches, compute_dtype)
+    snippet.train_step(*args)  # creates the optimizer's state
     torch.cuda.synchronize()
     start = torch.cuda.memory_allocated() - outside
-    peak = snippet.peak_bytes(snippet.train_step, model, optimizer, x, micro_batches) - outside
+    peak = snippet.peak_bytes(snippet.train_step, *args) - outside
     describe(benchmark, model, optimizer, x, technique, peak, start)
-    benchmark.extra_info["micro_batches"] = micro_batches
-    gpu_benchmark(snippet.train_step, model, optimizer, x, micro_batches, rounds=8, warmup_rounds=1)
+    benchmark.extra_info.update(micro_batches=micro_batches,
+                                compute_dtype=str(compute_dtype).removeprefix("torch."))
+    gpu_benchmark(snippet.train_step, *args, rounds=8, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("mode", ["grad", "no_grad", "inference_mode"])
@@ -81,3 +94,28 @@ def bench_forward(gpu_benchmark, benchmark, mode):
     peak = snippet.peak_bytes(snippet.predict, model, x, mode) - outside
     describe(benchmark, model, None, x, mode, peak, start)
     gpu_benchmark(snippet.predict, model, x, mode, rounds=8, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("technique", ["full", "truncated"])
+def bench_sequence(gpu_benchmark, benchmark, technique):
+    """One pass of an LSTM over a long sequence, backpropagating through all of it at once
+    or through TRUNCATE time steps at a time (an optimizer step after each backward)."""
+    k = None if technique == "full" else snippet.TRUNCATE
+    libraries_ready()
+    outside = torch.cuda.memory_allocated()
+    model, optimizer, x, target = snippet.make_sequence()
+    # a short pass creates Adam's state and cuDNN's LSTM plans
+    snippet.train_sequence(model, optimizer, x[:snippet.TRUNCATE], target[:snippet.TRUNCATE])
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated() - outside
+    peak = snippet.peak_bytes(snippet.train_sequence, model, optimizer, x, target, k) - outside
+    benchmark.extra_info.update(
+        technique=technique, steps=snippet.SEQUENCE, sequences=snippet.SEQUENCES,
+        width=snippet.WIDTH, truncate=k or snippet.SEQUENCE,
+        backward_passes=-(-snippet.SEQUENCE // (k or snippet.SEQUENCE)),
+        parameter_bytes=snippet.parameter_bytes(model),
+        optimizer_state_bytes=snippet.state_bytes(optimizer),
+        allocated_before_bytes=start, peak_bytes=peak, peak_gib=peak / 2**30,
+        added_at_peak_bytes=peak - start)
+    gpu_benchmark(snippet.train_sequence, model, optimizer, x, target, k,
+                  rounds=8, warmup_rounds=1)

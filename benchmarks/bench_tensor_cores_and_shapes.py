@@ -20,6 +20,7 @@ LABELS = {
     "sweep": "{precision} product, {n} × {n}",
     "matmul": "{n} × {n} product in {precision}",
     "padded": "{precision} product, {n} × {n} padded to {padded_n} × {padded_n}",
+    "waves": "bfloat16 product, ({m} × {k}) @ ({k} × {n}): {tiles} tiles of 128 × 256",
 }
 WORDS = {}
 
@@ -83,3 +84,26 @@ def bench_padded(gpu_benchmark, precision, n):
     torch.cuda.reset_peak_memory_stats()
     gpu_benchmark(snippet.padded_matmul, a, b, multiple, rounds=15, warmup_rounds=3)
     peak_memory(gpu_benchmark)
+
+
+WAVE_ROWS = list(range(256, 2049, 128))
+
+
+@pytest.mark.parametrize("m", WAVE_ROWS, ids=[str(m) for m in WAVE_ROWS])
+def bench_waves(gpu_benchmark, m):
+    """(m x 8192) @ (8192 x 8192) in bfloat16 for m from 256 to 2048 in steps of 128:
+    every size aligned, so only how the output's tiles fill the SMs changes. Ten
+    products per round, so that launching and synchronizing are a small part."""
+    a, b = snippet.wide_product(m)
+    k, n = a.shape[1], b.shape[1]
+    tiles, waves = snippet.tiles_and_waves(m, n)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    gpu_benchmark.extra_info.update(
+        precision="bf16", m=m, k=k, n=n, tiles=tiles, waves=waves, sms=sms,
+        wave_fill=tiles / (waves * sms), ops=10, flops=10 * 2 * m * k * n)
+
+    def ten_products():
+        for _ in range(10):
+            torch.mm(a, b)
+
+    gpu_benchmark(ten_products, rounds=15, warmup_rounds=3)

@@ -26,6 +26,15 @@ def make_training(seed=0):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(TOKENS, WIDTH, device=device)
     return model, optimizer, x
+
+
+def warm_up(model, x):
+    """A tiny forward and backward pass before recording. A process's first matrix
+    product on a thread makes cuBLAS take a workspace from PyTorch's cache, which it
+    keeps: one for the forward pass, one for backward (autograd's own thread)."""
+    model(x[:8]).square().mean().backward()
+    model.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
 # --8<-- [end:model]
 
 
@@ -92,6 +101,7 @@ if __name__ == "__main__":
 
     path = os.path.join(tempfile.gettempdir(), "training_steps.pickle")
     model, optimizer, x = make_training()
+    warm_up(model, x)  # cuBLAS's workspaces now, not in the middle of the curve
     events, start, ends = record_steps(model, optimizer, x, path)
     rows = timeline(events, start, ends)
     MiB = 2**20

@@ -1,5 +1,6 @@
-"""Needing less memory: no autograd for inference, activation checkpointing, gradient
-accumulation, and smaller optimizer state.
+"""Needing less memory: no autograd for inference, activation checkpointing (whole and
+selective), offloading saved activations, gradient accumulation (also with a GradScaler),
+smaller optimizer state, mixed precision, and truncated backpropagation through time.
 
 Run it anywhere: python -m snippets.memory.needing_less_memory
 (the peak-memory numbers need a CUDA GPU; on a CPU the script runs a smaller batch and
@@ -34,16 +35,29 @@ class Block(nn.Module):
 
 # --8<-- [start:checkpointed]
 class Model(nn.Module):
-    def __init__(self, width=WIDTH, blocks=BLOCKS, checkpointed=False):
+    """`activations` says what the forward pass keeps for backward: "keep" (all of
+    it), "checkpoint", "selective" or "offload", each explained further down."""
+
+    def __init__(self, width=WIDTH, blocks=BLOCKS, activations="keep"):
         super().__init__()
         self.blocks = nn.ModuleList(Block(width) for _ in range(blocks))
-        self.checkpointed = checkpointed
+        self.activations = activations
 
     def forward(self, x):
+        if not torch.is_grad_enabled():  # nothing is kept for backward anyway
+            return self.run_blocks(x, "keep")
+        if self.activations == "offload":  # keep them in CPU memory instead
+            with torch.autograd.graph.save_on_cpu(pin_memory=True):
+                return self.run_blocks(x, "keep")
+        return self.run_blocks(x, self.activations)
+
+    def run_blocks(self, x, activations):
         for block in self.blocks:
-            if self.checkpointed and torch.is_grad_enabled():
+            if activations == "checkpoint":
                 # Keep only the block's input; run it again during backward.
                 x = checkpoint(block, x, use_reentrant=False)
+            elif activations == "selective":
+                x = selective_checkpoint(block, x)  # defined with the policy below
             else:
                 x = block(x)
         return x
@@ -51,10 +65,10 @@ class Model(nn.Module):
 
 
 # --8<-- [start:train_step]
-def make(checkpointed=False, dtype=torch.float32, optimizer="adam", seed=0):
+def make(activations="keep", dtype=torch.float32, optimizer="adam", seed=0):
     """A model, its optimizer and a batch: the same weights for the same seed."""
     torch.manual_seed(seed)
-    model = Model(checkpointed=checkpointed).to(device, dtype)
+    model = Model(activations=activations).to(device, dtype)
     optimizers = {"adam": lambda p: torch.optim.Adam(p, lr=1e-4),
                   "sgd": lambda p: torch.optim.SGD(p, lr=1e-2),
                   "sgd_momentum": lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9)}
@@ -62,15 +76,18 @@ def make(checkpointed=False, dtype=torch.float32, optimizer="adam", seed=0):
     return model, optimizers[optimizer](model.parameters()), x
 
 
-def accumulate_gradients(model, x, micro_batches=1):
-    """Backward over equal chunks of x: the gradient of the whole batch's mean loss."""
+def accumulate_gradients(model, x, micro_batches=1, compute_dtype=None):
+    """Backward over equal chunks of x: the gradient of the whole batch's mean loss.
+    With a compute_dtype, the forward pass runs under autocast (mixed precision)."""
     for chunk in x.chunk(micro_batches):
-        loss = model(chunk).square().mean() / micro_batches
+        with torch.autocast(device.type, dtype=compute_dtype,
+                            enabled=compute_dtype is not None):
+            loss = model(chunk).square().mean() / micro_batches
         loss.backward()  # adds into .grad; this chunk's activations are freed
 
 
-def train_step(model, optimizer, x, micro_batches=1):
-    accumulate_gradients(model, x, micro_batches)
+def train_step(model, optimizer, x, micro_batches=1, compute_dtype=None):
+    accumulate_gradients(model, x, micro_batches, compute_dtype)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 # --8<-- [end:train_step]
@@ -109,6 +126,30 @@ def peak_bytes(fn, *args):
 # --8<-- [end:peak]
 
 
+# --8<-- [start:selective]
+from functools import partial
+
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    create_selective_checkpoint_contexts,
+)
+
+MATRIX_PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
+
+
+def keep_matrix_products(ctx, op, *args, **kwargs):
+    """The policy: save what a matrix product made, recompute everything else."""
+    if op in MATRIX_PRODUCTS:
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def selective_checkpoint(block, x):
+    contexts = partial(create_selective_checkpoint_contexts, keep_matrix_products)
+    return checkpoint(block, x, use_reentrant=False, context_fn=contexts)
+# --8<-- [end:selective]
+
+
 # --8<-- [start:inference]
 def predict(model, x, mode):
     """A forward pass, with autograd ("grad") or without it (the other modes)."""
@@ -134,7 +175,90 @@ def state_bytes(optimizer):
 
 def parameter_bytes(model):
     return tensor_bytes(model.parameters())
+
+
+def training_state_bytes(model, optimizer):
+    """Parameters, their gradients and the optimizer's state: what a step keeps
+    whatever the batch (read it after backward, before zero_grad)."""
+    gradients = tensor_bytes(p.grad for p in model.parameters())
+    return parameter_bytes(model) + gradients + state_bytes(optimizer)
 # --8<-- [end:optimizer_state]
+
+
+# --8<-- [start:custom_function]
+class SumOfSquares(torch.autograd.Function):
+    """A hand-written operation that must run in float32, even under autocast:
+    custom_fwd casts its floating-point inputs and turns autocast off inside forward;
+    custom_bwd runs backward with the autocast state forward had."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type=device.type, cast_inputs=torch.float32)
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.square().sum(dim=-1)
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type=device.type)
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad.unsqueeze(-1)
+# --8<-- [end:custom_function]
+
+
+# --8<-- [start:scaler]
+def scaled_step(model, optimizers, scaler, x, micro_batches=4):
+    """float16 mixed precision with gradient accumulation and several optimizers:
+    scale every micro-batch's loss, step each optimizer once, update the scale once."""
+    for chunk in x.chunk(micro_batches):
+        with torch.autocast(device.type, dtype=torch.float16):
+            loss = model(chunk).square().mean() / micro_batches
+        scaler.scale(loss).backward()  # the same scale for every micro-batch
+    for optimizer in optimizers:
+        scaler.step(optimizer)  # unscales its gradients; skips it on inf or NaN
+    scaler.update()  # after every optimizer has stepped: one new scale per step
+    for optimizer in optimizers:
+        optimizer.zero_grad(set_to_none=True)
+# --8<-- [end:scaler]
+
+
+# --8<-- [start:tbptt]
+SEQUENCE = 2048 if device.type == "cuda" else 64  # time steps
+SEQUENCES, TRUNCATE = 64, 64  # sequences in the batch; time steps per backward
+
+
+class Recurrent(nn.Module):
+    """An LSTM over a long sequence (time first) and a linear read-out."""
+
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.lstm = nn.LSTM(width, width)
+        self.head = nn.Linear(width, width)
+
+    def forward(self, x, state=None):
+        out, state = self.lstm(x, state)
+        return self.head(out), state
+
+
+def train_sequence(model, optimizer, x, target, k=None):
+    """One pass over a sequence, backpropagating through k time steps at a time
+    (k=None: the whole sequence at once), with an optimizer step after each."""
+    state, k = None, k or len(x)
+    for chunk, goal in zip(x.split(k), target.split(k), strict=True):
+        out, state = model(chunk, state)
+        (out - goal).square().mean().backward()  # frees this chunk's graph
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        # Carry the values on, not the graph: the next backward stops here.
+        state = tuple(s.detach() for s in state)
+
+
+def make_sequence(seed=0, steps=SEQUENCE):
+    torch.manual_seed(seed)
+    model = Recurrent().to(device)
+    x = torch.randn(steps, SEQUENCES, WIDTH, device=device)
+    target = torch.randn(steps, SEQUENCES, WIDTH, device=device)
+    return model, torch.optim.Adam(model.parameters(), lr=1e-4), x, target
+# --8<-- [end:tbptt]
 
 
 if __name__ == "__main__":
@@ -146,11 +270,17 @@ if __name__ == "__main__":
           f"Adam state {state_bytes(optimizer) / 2**20:.0f} MiB, activations saved "
           f"for backward {saved_bytes(model, x) / 2**20:.0f} MiB")
     if device.type == "cuda":
-        for checkpointed in (False, True):
-            model, optimizer, x = make(checkpointed=checkpointed)
+        for activations in ("keep", "checkpoint", "selective", "offload"):
+            model, optimizer, x = make(activations)
             train_step(model, optimizer, x)
             peak = peak_bytes(train_step, model, optimizer, x)
-            print(f"checkpointed={checkpointed}: peak {peak / 2**20:.0f} MiB")
+            print(f"activations={activations}: peak {peak / 2**20:.0f} MiB")
+        for k in (None, TRUNCATE):
+            model, optimizer, x, target = make_sequence()
+            train_sequence(model, optimizer, x[:TRUNCATE], target[:TRUNCATE])
+            peak = peak_bytes(train_sequence, model, optimizer, x, target, k)
+            print(f"LSTM over {SEQUENCE} steps, backprop through {k or SEQUENCE}: "
+                  f"peak {peak / 2**20:.0f} MiB")
     else:
         print("peak memory: needs a CUDA GPU (CPU memory has no allocator counters)")
     # --8<-- [end:main]

@@ -86,6 +86,42 @@ def fit_step(batch_size):
 # --8<-- [end:recover]
 
 
+# --8<-- [start:step_oom]
+def failed_optimizer_step(fused=False, tensors=4, mib=64):
+    """An AdamW step that runs out of memory part-way: what had it changed already?
+
+    The budget leaves room for the parameters, gradients and state, not for the
+    temporaries the default (foreach) implementation makes halfway through.
+    """
+    params = [torch.ones(mib * MiB // 4, device=device, requires_grad=True)
+              for _ in range(tensors)]
+    opt = torch.optim.AdamW(params, lr=1e-3, fused=fused, foreach=not fused)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    opt.step()  # the first step creates the state: exp_avg, exp_avg_sq, step
+
+    def fingerprint():
+        state = [opt.state[p] for p in params]
+        return {"step": [float(s["step"]) for s in state],
+                "moments": sum(s["exp_avg_sq"].sum().item() for s in state),
+                "weights": sum(p.sum().item() for p in params)}
+
+    before = fingerprint()
+    torch.cuda.empty_cache()
+    limit_memory((torch.cuda.memory_reserved(device) + 16 * MiB) / GiB)
+    try:
+        opt.step()
+        raised = False
+    except torch.OutOfMemoryError:
+        raised = True
+    finally:
+        unlimit_memory()
+    after = fingerprint()
+    return {"raised": raised,
+            **{f"{what} changed": after[what] != before[what] for what in before}}
+# --8<-- [end:step_oom]
+
+
 # --8<-- [start:fragmentation]
 import json
 import os

@@ -90,17 +90,23 @@ def still_referenced(mib=256):
 
 
 # --8<-- [start:running_loss]
-def running_loss_growth(steps=10, keep_graph=True, n=2**22):
-    """MiB that a loop's running total holds on to after `steps` steps."""
+def running_loss_growth(steps=10, keep="graph", n=2**22):
+    """MiB that a loop's running total holds on to after `steps` steps.
+
+    keep="graph": total + loss; "detached": total + loss.detach(); "item": loss.item().
+    """
     w = torch.ones(1, device=device, requires_grad=True)
     base = torch.cuda.memory_allocated(device)
-    total = 0.0
+    total = torch.zeros((), device=device)
     for _ in range(steps):
         x = torch.randn(n, device=device)  # 16 MiB
         loss = (x * w).square().mean()  # autograd saves x and x * w for backward
-        # `total + loss` chains every step's graph (and its saved x) onto the total;
-        # `loss.item()` keeps a Python float, and the graph goes at the next step.
-        total = total + loss if keep_graph else total + loss.item()
+        if keep == "graph":  # chains every step's graph (and its saved x) onto total
+            total = total + loss
+        elif keep == "detached":  # the value on the GPU, no graph, no waiting
+            total = total + loss.detach()
+        else:  # a Python float: each .item() waits for the GPU to finish
+            total = total + loss.item()
     del x, loss
     return (torch.cuda.memory_allocated(device) - base) / MiB
 # --8<-- [end:running_loss]
@@ -136,6 +142,64 @@ def allocator_stats():
     }
     return {words: stats.get(key, 0) for key, words in keys.items()}
 # --8<-- [end:stats]
+
+
+# --8<-- [start:cycles]
+def tensors_in_cycles():
+    """Describe the tensors that only reference cycles keep alive, then free them.
+
+    Reference counting cannot free objects that refer to each other; Python's cyclic
+    garbage collector does, but only when it next runs, and it does not know how much
+    GPU memory a tensor holds.
+    """
+    import gc  # the standard library's interface to the cyclic garbage collector
+
+    gc.set_debug(gc.DEBUG_SAVEALL)  # keep what the collection finds, to look at it
+    try:
+        gc.collect()
+        found = [(tuple(t.shape), t.dtype, t.device, t.untyped_storage().nbytes())
+                 for t in gc.garbage if torch.is_tensor(t)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    gc.collect()  # now the collector frees them, and their GPU memory goes back
+    return found
+
+
+def leak_through_a_cycle(mib=64):
+    """A tensor kept only by a cycle: an object that refers to itself."""
+    holder = {"activations": torch.empty(mib * MiB, dtype=torch.uint8, device=device)}
+    holder["self"] = holder  # the cycle: holder's count never drops to zero
+# --8<-- [end:cycles]
+
+
+# --8<-- [start:pools]
+def pool_of(nbytes):
+    """Which of the allocator's two pools a tensor of nbytes comes from."""
+    before = torch.cuda.memory_stats(device)
+    x = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    after = torch.cuda.memory_stats(device)
+    del x
+    key = "allocated_bytes.{}.current"
+    return next(pool for pool in ("small_pool", "large_pool")
+                if after[key.format(pool)] > before[key.format(pool)])
+
+
+def reused_on(nbytes=64 * MiB):
+    """A block freed on a side stream: does the default stream get it back, or
+    only the side stream? (The cache keeps blocks per stream.)"""
+    side = torch.cuda.Stream(device)
+    with torch.cuda.stream(side):
+        x = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    address = x.data_ptr()
+    del x  # back to the cache, for the side stream
+    on_default = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    with torch.cuda.stream(side):
+        on_side = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    torch.cuda.synchronize(device)
+    return {"default stream": on_default.data_ptr() == address,
+            "side stream": on_side.data_ptr() == address}
+# --8<-- [end:pools]
 
 
 # --8<-- [start:dataset]
@@ -219,8 +283,9 @@ if __name__ == "__main__":
     show(allocate_delete_release())
     for why, mib in still_referenced().items():
         print(f"held by {why}: {mib:.0f} MiB")
-    print(f"running total of losses: {running_loss_growth(keep_graph=True):.0f} MiB held, "
-          f"of loss.item(): {running_loss_growth(keep_graph=False):.0f} MiB")
+    held = {keep: running_loss_growth(keep=keep) for keep in ("graph", "detached", "item")}
+    print("running total of losses, MiB held: "
+          + ", ".join(f"{keep} {mib:.0f}" for keep, mib in held.items()))
     print(f"peak of two 512 MiB temporaries: {peak_mib(two_temporaries):.0f} MiB")
     x, y = torch.randn(60_000, 784), torch.randint(0, 10, (60_000,))  # an MNIST-sized set
     if fits(x.nbytes + y.nbytes):

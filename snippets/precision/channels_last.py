@@ -127,6 +127,22 @@ def make_training(layout):
 # --8<-- [end:train_step]
 
 
+# --8<-- [start:autotune]
+def with_cudnn_autotuner(fn, *args, enabled=True):
+    """fn(*args) with cuDNN's autotuner on (or off); the previous setting comes back.
+
+    With torch.backends.cudnn.benchmark = True, the first convolution of each new
+    input shape times cuDNN's algorithms and keeps the fastest for that shape.
+    """
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = enabled
+    try:
+        return fn(*args)
+    finally:
+        torch.backends.cudnn.benchmark = saved
+# --8<-- [end:autotune]
+
+
 if __name__ == "__main__":
     # --8<-- [start:main]
     model, images = to_channels_last(make_net(), make_batch()[0])

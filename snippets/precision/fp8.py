@@ -53,12 +53,27 @@ FP8 = torch.float8_e4m3fn  # 4 exponent bits, 3 mantissa bits: range +-448
 FP8_MAX = torch.finfo(FP8).max
 
 
+def to_fp8(x):
+    """Clamp, then cast: what a value past +-448 becomes changed between PyTorch
+    releases (NaN up to 2.11, the largest fp8 value from 2.12), so never cast one."""
+    return x.clamp(-FP8_MAX, FP8_MAX).to(FP8)
+
+
 def quantize(x):
     """Per-tensor scaling: the largest |x| maps to fp8's largest value, then round.
     Returns the fp8 tensor and the scale that decodes it: x ~ x_fp8 * scale."""
     scale = x.abs().max().float().clamp(min=1e-12) / FP8_MAX
-    return (x / scale).to(FP8), scale
+    return to_fp8(x / scale), scale
 # --8<-- [end:quantize]
+
+
+# --8<-- [start:overflow]
+def cast_past_the_range():
+    """What an unclamped cast makes of values past each format's largest value."""
+    e4m3 = torch.tensor([464.0, 465.0, 1000.0], device=device).to(FP8)
+    e5m2 = torch.tensor([1e6], device=device).to(torch.float8_e5m2)
+    return e4m3.float().tolist(), e5m2.float().item()
+# --8<-- [end:overflow]
 
 
 # --8<-- [start:matmul]
@@ -67,13 +82,13 @@ def bf16_matmul(x, w):
     return x @ w.t()
 
 
-def fp8_matmul(x8, x_scale, w8, w_scale):
+def fp8_matmul(x8, x_scale, w8, w_scale, fast_accum=False):
     """x @ w.T from fp8 operands on fp8 Tensor Cores, accumulated in float32 and
     returned in bfloat16. w is stored as a Linear layer stores its weight (out x in),
     so w8.t() is the column-major right operand the kernel requires.
     torch._scaled_mm is private (the leading underscore): it may change any time."""
     return torch._scaled_mm(x8, w8.t(), scale_a=x_scale, scale_b=w_scale,
-                            out_dtype=torch.bfloat16)
+                            out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
 
 
 def fp8_matmul_public(x8, x_scale, w8, w_scale):
@@ -93,10 +108,47 @@ def quantized_matmul(x, w):
 # --8<-- [end:matmul]
 
 
+# --8<-- [start:rowwise]
+def quantize_rows(x):
+    """Row-wise scaling: one scale per row, so one large row does not cost every
+    other row its precision. Returns the fp8 tensor and an (rows x 1) scale."""
+    scale = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12) / FP8_MAX
+    return to_fp8(x / scale), scale
+
+
+def fp8_matmul_rowwise(x8, x_scale, w8, w_scale):
+    """x @ w.T with a scale per row of x (m x 1) and per row of w, which are
+    the columns of w.T (1 x n)."""
+    return torch._scaled_mm(x8, w8.t(), scale_a=x_scale, scale_b=w_scale.t(),
+                            out_dtype=torch.bfloat16)
+# --8<-- [end:rowwise]
+
+
+# --8<-- [start:pairs]
+FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+
+
+def supported_pairs():
+    """The (first operand, second operand) formats the scaled product accepts here."""
+    one = torch.ones((), device=device)
+    pairs = []
+    for a, b in [(a, b) for a in FORMATS for b in FORMATS]:
+        left = torch.zeros(16, 16, device=device).to(FORMATS[a])
+        right = torch.zeros(16, 16, device=device).to(FORMATS[b])
+        try:
+            torch._scaled_mm(left, right.t(), scale_a=one, scale_b=one,
+                             out_dtype=torch.bfloat16)
+            pairs.append((a, b))
+        except (RuntimeError, ValueError):  # a pair these kernels do not implement
+            pass
+    return pairs
+# --8<-- [end:pairs]
+
+
 # --8<-- [start:error]
 # Relative error (Frobenius norm) each may reach for standard-normal inputs; the tests
 # hold both to it. fp8 keeps 3 mantissa bits to bf16's 7: about 16 times the error.
-TOLERANCE = {"bf16": 1e-2, "fp8": 8e-2}
+TOLERANCE = {"bf16": 1e-2, "fp8": 8e-2, "fp8-rowwise": 8e-2, "fp8-fast-accum": 8e-2}
 
 
 def relative_errors(n, seed=0):
@@ -110,7 +162,11 @@ def relative_errors(n, seed=0):
         return ((result.double() - exact).norm() / exact.norm()).item()
 
     bf16 = bf16_matmul(x.bfloat16(), w.bfloat16())
-    return {"bf16": error(bf16), "fp8": error(quantized_matmul(x, w))}
+    tensorwise = (*quantize(x), *quantize(w))
+    rowwise = (*quantize_rows(x), *quantize_rows(w))
+    return {"bf16": error(bf16), "fp8": error(fp8_matmul(*tensorwise)),
+            "fp8-fast-accum": error(fp8_matmul(*tensorwise, fast_accum=True)),
+            "fp8-rowwise": error(fp8_matmul_rowwise(*rowwise))}
 # --8<-- [end:error]
 
 
@@ -120,8 +176,10 @@ if __name__ == "__main__":
     if reason:
         print(f"skipped: {reason}")
     else:
+        print(f"464, 465, 1000 cast to e4m3 without a clamp: {cast_past_the_range()[0]}")
+        print(f"fp8 formats the product takes here: {supported_pairs()}")
         errors = relative_errors(min(N, 4096))
-        print(f"relative error: bf16 {errors['bf16']:.1e}, fp8 {errors['fp8']:.1e}")
+        print("relative error: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()))
         x = torch.randn(N, N, device=device)
         w = torch.randn(N, N, device=device)
         x8, x_scale = quantize(x)

@@ -99,6 +99,32 @@ def tflops(n, precision):
 # --8<-- [end:sweep]
 
 
+# --8<-- [start:waves]
+def tiles_and_waves(m, n, tile=(128, 256)):
+    """Output tiles of an (m x k) @ (k x n) product, and how many rounds ("waves")
+    the GPU's SMs need to work through them, one tile per SM at a time."""
+    tiles = -(-m // tile[0]) * -(-n // tile[1])
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return tiles, -(-tiles // sms)
+
+
+def wide_product(m, k=8192, n=8192, dtype=torch.bfloat16):
+    """Operands of an (m x k) @ (k x n) product: m rows of output, n columns."""
+    return (torch.randn(m, k, device=device, dtype=dtype),
+            torch.randn(k, n, device=device, dtype=dtype))
+# --8<-- [end:waves]
+
+
+# --8<-- [start:reduced_precision]
+def reduced_precision_reductions():
+    """Whether cuBLAS may sum partial results of float16 and bfloat16 products in
+    the 16-bit format (split-K), rather than only in float32."""
+    matmul = torch.backends.cuda.matmul
+    return {"fp16": matmul.allow_fp16_reduced_precision_reduction,
+            "bf16": matmul.allow_bf16_reduced_precision_reduction}
+# --8<-- [end:reduced_precision]
+
+
 # --8<-- [start:padding]
 def pad_to(x, multiple):
     """Zero-pad both dimensions of a matrix up to the next multiple."""

@@ -81,6 +81,23 @@ def test_conv_block_is_what_the_page_shows(snippet):
     assert block[0].bias is None, "BatchNorm follows: a bias would be cancelled"
 
 
+def test_the_cudnn_autotuner_is_off_by_default_and_restored(snippet):
+    """The page: cudnn.benchmark is False unless you set it; the helper turns it on for one
+    call and restores it, and the step computes the same loss with it on."""
+    import torch
+
+    assert torch.backends.cudnn.benchmark is False
+    seen = snippet.with_cudnn_autotuner(lambda: torch.backends.cudnn.benchmark)
+    assert seen is True and torch.backends.cudnn.benchmark is False
+    torch.manual_seed(0)
+    model, optimizer, images, labels = snippet.make_training("channels_last")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    plain = snippet.train_step(model, optimizer, images, labels)
+    model.load_state_dict(state)
+    tuned = snippet.with_cudnn_autotuner(snippet.train_step, model, optimizer, images, labels)
+    torch.testing.assert_close(tuned, plain, rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.gpus(1)
 @pytest.mark.timed
 def test_channels_last_is_faster_live(snippet):

@@ -53,6 +53,26 @@ def test_quantize_maps_the_largest_value_to_fp8s_largest(fp8):
     assert relative.max() <= 2**-4 + 1e-6, relative.max()
 
 
+def test_casting_past_448_changed_in_pytorch_2_12(snippet):
+    """The page: unclamped, 464 rounds to 448 and 465 and 1000 become NaN up to PyTorch 2.11;
+    from 2.12 e4m3 casts saturate at 448. e5m2 has an infinity and overflows to it."""
+    import math
+
+    from torch.torch_version import TorchVersion
+
+    e4m3, e5m2 = snippet.cast_past_the_range()
+    if TorchVersion(torch.__version__) >= "2.12":
+        assert e4m3 == [448.0, 448.0, 448.0], e4m3
+    else:
+        assert e4m3[0] == 448.0 and math.isnan(e4m3[1]) and math.isnan(e4m3[2]), e4m3
+    assert math.isinf(e5m2), e5m2
+
+
+def test_clamping_first_gives_the_same_fp8_values_on_every_version(snippet):
+    big = torch.tensor([464.0, 465.0, 1000.0, -1e6], device=snippet.device)
+    assert snippet.to_fp8(big).float().tolist() == [448.0, 448.0, 448.0, -448.0]
+
+
 def test_scaling_is_what_keeps_large_values_representable(fp8):
     x = torch.full((16,), 1000.0, device=fp8.device)
     # 1000 > 448: no fp8 value is near it (the cast saturates or gives NaN, by device)
@@ -76,9 +96,45 @@ def test_fp8_product_matches_the_dequantized_product(fp8):
 def test_errors_against_float64_are_within_the_tolerances(fp8):
     n = 2048 if fp8.device.type == "cuda" else 512
     errors = fp8.relative_errors(n)
-    assert errors["bf16"] < fp8.TOLERANCE["bf16"], errors
-    assert errors["fp8"] < fp8.TOLERANCE["fp8"], errors
+    for kind, error in errors.items():
+        assert error < fp8.TOLERANCE[kind], errors
     assert errors["fp8"] > CLAIMS["fp8_error_over_bf16"] * errors["bf16"], errors
+
+
+def test_rowwise_product_matches_the_dequantized_product(fp8):
+    g = torch.Generator(device=fp8.device).manual_seed(0)
+    x = torch.randn(64, 128, device=fp8.device, generator=g)
+    w = torch.randn(32, 128, device=fp8.device, generator=g)
+    (x8, xs), (w8, ws) = fp8.quantize_rows(x), fp8.quantize_rows(w)
+    assert xs.shape == (64, 1) and ws.shape == (32, 1)
+    result = fp8.fp8_matmul_rowwise(x8, xs, w8, ws)
+    expected = (x8.double() * xs.double()) @ (w8.double() * ws.double()).t()
+    assert ((result.double() - expected).norm() / expected.norm()).item() < 1e-2
+
+
+def test_rowwise_scales_keep_small_rows_precise_beside_a_large_one(fp8):
+    """The page: with one scale per tensor, a row 10^5 times larger than the others pushes
+    them below fp8's smallest values; a scale per row keeps each row's precision."""
+    g = torch.Generator(device=fp8.device).manual_seed(0)
+    x = torch.randn(64, 128, device=fp8.device, generator=g)
+    x[0] *= 1e5
+    w = torch.randn(32, 128, device=fp8.device, generator=g)
+    exact = x[1:].double() @ w.double().t()
+
+    def error(result):
+        return ((result[1:].double() - exact).norm() / exact.norm()).item()
+
+    tensorwise = error(fp8.fp8_matmul(*fp8.quantize(x), *fp8.quantize(w)))
+    rowwise = error(fp8.fp8_matmul_rowwise(*fp8.quantize_rows(x), *fp8.quantize_rows(w)))
+    assert rowwise < fp8.TOLERANCE["fp8-rowwise"] and tensorwise > 5 * rowwise, (tensorwise, rowwise)
+
+
+def test_the_fp8_format_pairs_the_product_accepts(fp8):
+    """The page: on a GPU, e4m3 with e4m3 and either mixed pair, never e5m2 with e5m2
+    (cuBLAS has no such kernel); PyTorch's CPU kernels take all four."""
+    pairs = fp8.supported_pairs()
+    mixed = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")]
+    assert pairs == (mixed if fp8.device.type == "cuda" else [*mixed, ("e5m2", "e5m2")])
 
 
 def test_public_wrapper_gives_the_same_result(fp8):
@@ -105,9 +161,13 @@ def test_fp8_is_faster_than_bf16_on_the_gpu(fp8):
 
 def test_fp8_speed_and_error_in_every_run(measured, snippet):
     bf16, fp8, quantize = (f"fp8.matmul[{k}]" for k in ("bf16", "fp8", "fp8-quantize"))
-    for run in measured(bf16, fp8, quantize):
-        speedup = run.value(bf16) / run.value(fp8)
-        assert speedup >= CLAIMS["fp8_speedup_over_bf16"], (run, speedup)
+    prepared = [f"fp8.matmul[{k}]" for k in ("fp8", "fp8-fast-accum", "fp8-rowwise")]
+    for run in measured(bf16, quantize, *prepared):
+        for name in prepared:
+            speedup = run.value(bf16) / run.value(name)
+            assert speedup >= CLAIMS["fp8_speedup_over_bf16"], (run, name, speedup)
+            kind = name[len("fp8.matmul["):-1]
+            assert run.value(name, "relative_error") < snippet.TOLERANCE[kind], (run, name)
         assert run.value(quantize) > run.value(fp8), run  # quantizing costs time
         assert run.value(fp8, "relative_error") < snippet.TOLERANCE["fp8"], run
         assert run.value(bf16, "relative_error") < snippet.TOLERANCE["bf16"], run

@@ -62,11 +62,7 @@ def recorded(tmp_path_factory):
     import torch
 
     model, optimizer, x = module.make_training()
-    # The process's first matrix products allocate cuBLAS's workspaces, which then stay:
-    # run them before the recording, so that it shows the training steps alone.
-    model(x[:8]).square().mean().backward()
-    optimizer.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
+    module.warm_up(model, x)  # cuBLAS's workspaces before the recording, as the page does
     torch.cuda.reset_peak_memory_stats()
     path = tmp_path_factory.mktemp("memory") / "steps.pickle"
     events, start, ends = module.record_steps(model, optimizer, x, path=str(path))
@@ -131,7 +127,9 @@ def test_the_peak_is_where_the_forward_pass_ends(recorded):
 
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) ---
 
-CLAIMS = {}
+CLAIMS = {
+    "cublas_workspace_mib": 32,  # cuBLAS's workspace on Hopper (CUBLAS_WORKSPACE_CONFIG default)
+}
 
 
 STEP = "memory_over_time.training_step"
@@ -147,14 +145,38 @@ def test_the_recorded_timeline_is_compact_and_complete_in_every_run(measured):
         assert state == pytest.approx(2 * run.value(STEP, "parameter_bytes"), rel=0.01), run
 
 
-def test_the_curve_starts_on_the_parameters_and_batch_line_in_every_run(measured):
-    """The page: the curve starts at start_bytes, on the "parameters and batch" line, and
-    nothing else was allocated (the timing run gives each module a process of its own)."""
+def test_the_curve_starts_on_its_first_line_in_every_run(measured):
+    """The page: the curve starts at start_bytes, on the line of the parameters, the batch and
+    cuBLAS's two workspaces, and nothing else was allocated (the timing run gives each module
+    a process of its own)."""
     for run in measured(STEP):
         start = run.value(STEP, "start_bytes")
-        parameters_and_batch = run.value(STEP, "parameter_bytes") + run.value(STEP, "batch_bytes")
-        assert run.value(STEP, "memory_levels")[0][1] == parameters_and_batch, run
-        assert start == pytest.approx(parameters_and_batch, abs=2**20), run
+        first_line = sum(run.value(STEP, f)
+                         for f in ("parameter_bytes", "batch_bytes", "workspace_bytes"))
+        assert run.value(STEP, "memory_levels")[0][1] == first_line, run
+        assert start == pytest.approx(first_line, abs=2**20), run
+
+
+def test_cublas_took_two_workspaces_from_the_cache_in_every_run(measured):
+    """The page: the warm-up's matrix products made cuBLAS take two workspaces of
+    CLAIMS["cublas_workspace_mib"] each, one for the forward pass's thread and one for
+    autograd's backward thread, and at most a MiB or two besides (65 MiB in all on the H100)."""
+    for run in measured(STEP):
+        workspace = run.value(STEP, "workspace_bytes")
+        two = 2 * CLAIMS["cublas_workspace_mib"] * MiB
+        assert two <= workspace <= two + 2 * MiB, run
+
+
+def test_the_curve_settles_on_the_adamw_state_line_in_every_run(measured):
+    """The page: after each step the curve is back on the "+ AdamW state" line (before the
+    warm-up was added, it settled 65 MiB above it: the workspaces came mid-step)."""
+    for run in measured(STEP):
+        rows = run.value(STEP, "memory_timeline")
+        line = run.value(STEP, "memory_levels")[1][1]
+        for step in (1, 2):
+            end = [r for r in rows if (r["phase"], r["step"]) == ("optimizer", step)][-1]
+            assert end["allocated"] == pytest.approx(line, abs=MiB), (run, step)
+        assert run.value(STEP, "end_bytes") == rows[-1]["allocated"], run
 
 
 def test_each_step_peaks_early_in_backward_and_step_2_highest_in_every_run(measured):

@@ -143,6 +143,22 @@ def test_fit_step_halves_until_the_step_fits_and_leaves_memory_as_it_found_it(ca
 
 
 @on_gpu
+def test_an_out_of_memory_error_inside_optimizer_step_leaves_half_a_step_done(snippet):
+    """The page: the default (foreach) AdamW had already counted the step, decayed the weights
+    and updated its moments when it ran out of memory for its temporaries, so retrying the
+    step would apply them twice. The fused implementation needs no temporaries and fits."""
+    import torch
+
+    torch.cuda.empty_cache()
+    foreach = snippet.failed_optimizer_step(fused=False)
+    assert foreach == {"raised": True, "step changed": True, "moments changed": True,
+                       "weights changed": True}, foreach
+    fused = snippet.failed_optimizer_step(fused=True)
+    assert fused == {"raised": False, "step changed": True, "moments changed": True,
+                     "weights changed": True}, fused
+
+
+@on_gpu
 @pytest.mark.whole_gpu
 def test_a_real_out_of_memory_on_the_whole_gpu_is_recovered(snippet):
     """No limit: a batch whose input fills a quarter of the free memory, and whose first

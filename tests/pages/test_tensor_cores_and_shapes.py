@@ -17,6 +17,8 @@ CLAIMS = {
     "padded_speedup": 1.2,         # padding 8191 to 8192 beats the unpadded product by this
     "tf32_speedup": 2.0,           # TF32 over full float32 at 8192
     "tf32_error_ratio": 30,        # TF32's error at least this many times float32's
+    "wave_spread": 1.1,            # fastest over slowest aligned size of the waves sweep
+    "wave_dip_896": 1.05,          # m = 1024 over m = 896, in TFLOP/s
 }
 
 
@@ -111,6 +113,35 @@ def test_tf32_is_faster_than_full_float32(snippet):
     assert tf32 > CLAIMS["tf32_speedup"] * fp32, (fp32, tf32)
 
 
+def test_reduced_precision_reductions_are_allowed_by_default(snippet):
+    """The page: float16 and bfloat16 products may sum partial results in 16 bits unless
+    you turn it off; the inputs are not the only rounding."""
+    assert snippet.reduced_precision_reductions() == {"fp16": True, "bf16": True}
+
+
+def test_inductor_pads_matrix_products_by_default():
+    """The page: torch.compile's shape padding pads a product's dimensions to 8 elements
+    (16-bit formats) or 4 (float32) where its benchmark says that is faster."""
+    import torch._inductor.config as inductor
+    from torch._inductor.fx_passes.pad_mm import get_alignment_size_dtype
+
+    assert inductor.shape_padding is True
+    assert [get_alignment_size_dtype(d) for d in (torch.float16, torch.bfloat16, torch.float32)] == [8, 8, 4]
+
+
+def test_tiles_and_waves_count_rounds_of_the_sms(snippet, monkeypatch):
+    """The page's arithmetic: 512 rows by 8192 columns are 4 x 32 = 128 tiles of 128 x 256,
+    one wave on 132 SMs; 640 rows are 160 tiles, two waves, the second mostly idle."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: SimpleNamespace(multi_processor_count=132))
+    assert snippet.tiles_and_waves(512, 8192) == (128, 1)
+    assert snippet.tiles_and_waves(640, 8192) == (160, 2)
+    assert snippet.tiles_and_waves(896, 8192) == (224, 2)
+    assert snippet.tiles_and_waves(1024, 8192) == (256, 2)
+
+
 # --- The page's claims against every recorded run of every GPU (timings/; runs in CI) --------
 
 SWEEP = range(8184, 8201)
@@ -150,3 +181,23 @@ def test_tf32_speed_and_every_precisions_error_in_every_run(measured, snippet):
             assert run.value(name, "relative_error") < snippet.TOLERANCE[precision], (run, name)
         assert run.value(names["tf32"], "relative_error") > CLAIMS["tf32_error_ratio"] * run.value(
             names["fp32"], "relative_error"), run
+
+
+WAVES = [f"tensor_cores_and_shapes.waves[{m}]" for m in range(256, 2049, 128)]
+
+
+def test_aligned_sizes_still_differ_in_rate_in_every_run(measured):
+    """The page: every size of the waves sweep is a multiple of 128, and still the fastest
+    (from m = 512 on) ran at least CLAIMS["wave_spread"] times the slowest's rate."""
+    for run in measured(*WAVES):
+        rates = [run.value(name, "tflops") for name in WAVES[2:]]
+        assert max(rates) >= CLAIMS["wave_spread"] * min(rates), (run, rates)
+
+
+def test_a_nearly_full_last_wave_beats_a_partial_one_in_every_run(measured):
+    """The page: m = 1024 (256 tiles, two nearly full waves) beat m = 896 (224 tiles, a
+    last wave of 92 tiles) in TFLOP/s, although 896 is the smaller product."""
+    fuller, partial = "tensor_cores_and_shapes.waves[1024]", "tensor_cores_and_shapes.waves[896]"
+    for run in measured(fuller, partial):
+        ratio = run.value(fuller, "tflops") / run.value(partial, "tflops")
+        assert ratio >= CLAIMS["wave_dip_896"], (run, ratio)

@@ -54,9 +54,57 @@ def test_a_view_or_the_autograd_graph_keeps_deleted_memory_alive(clean):
 @on_gpu
 def test_a_running_total_of_losses_keeps_every_steps_graph(clean):
     steps = 10
-    kept = clean.running_loss_growth(steps, keep_graph=True)
+    kept = clean.running_loss_growth(steps, keep="graph")
     assert kept >= steps * 16, kept  # at least each step's 16 MiB input, kept by the graph
-    assert clean.running_loss_growth(steps, keep_graph=False) < 0.01
+    assert clean.running_loss_growth(steps, keep="detached") < 0.01  # one number's block
+    assert clean.running_loss_growth(steps, keep="item") < 0.01
+
+
+@on_gpu
+def test_a_detached_running_total_never_waits_for_the_gpu(clean, monkeypatch):
+    """The cheat sheet: accumulate loss.detach() and call .item() rarely; every .item() is a
+    synchronization (counted here by wrapping Tensor.item)."""
+    import torch
+
+    calls = []
+    item = torch.Tensor.item
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: calls.append(1) or item(self))
+    clean.running_loss_growth(5, keep="detached")
+    assert calls == []
+    clean.running_loss_growth(5, keep="item")
+    assert len(calls) == 5
+
+
+@on_gpu
+def test_a_reference_cycle_keeps_gpu_memory_until_the_collector_runs(clean):
+    import gc
+
+    import torch
+
+    gc.disable()  # no automatic collection in the middle of the test
+    try:
+        base = torch.cuda.memory_allocated()
+        clean.leak_through_a_cycle(64)
+        assert torch.cuda.memory_allocated() - base == 64 * MiB  # no name refers to it
+        found = clean.tensors_in_cycles()
+        assert ((64 * MiB,), torch.uint8, torch.device("cuda", torch.cuda.current_device()),
+                64 * MiB) in found, found
+        assert torch.cuda.memory_allocated() == base  # freed by the collection
+        assert clean.tensors_in_cycles() == []
+    finally:
+        gc.enable()
+
+
+@on_gpu
+@pytest.mark.parametrize(("nbytes", "pool"), [(512, "small_pool"), (2**20, "small_pool"),
+                                              (2**20 + 1, "large_pool"), (64 * MiB, "large_pool")])
+def test_up_to_a_mib_comes_from_the_small_pool(clean, nbytes, pool):
+    assert clean.pool_of(nbytes) == pool
+
+
+@on_gpu
+def test_a_block_freed_on_one_stream_is_reused_by_that_stream_only(clean):
+    assert clean.reused_on() == {"default stream": False, "side stream": True}
 
 
 @on_gpu
