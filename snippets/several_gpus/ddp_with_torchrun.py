@@ -155,6 +155,15 @@ def load_checkpoint(path, model, optimizer, device):
     model.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return state["epoch"] + 1
+
+
+def stop_requested(path, device):
+    """True on every rank once a file `<checkpoint>.stop` exists: a job script makes it
+    when its time limit is near. Rank 0 looks, and tells the others."""
+    asked = dist.get_rank() == 0 and bool(path) and os.path.exists(f"{path}.stop")
+    flag = torch.tensor(float(asked), device=device)
+    dist.broadcast(flag, src=0)  # every rank stops after the same epoch
+    return bool(flag.item())
 # --8<-- [end:checkpoint]
 
 
@@ -173,15 +182,19 @@ def train(args, device):
     if args.checkpoint and os.path.exists(args.checkpoint):
         first = load_checkpoint(args.checkpoint, model, optimizer, device)
         if rank == 0:
-            print(f"resumed from {args.checkpoint} at epoch {first}")
+            print(f"resumed from {args.checkpoint} at epoch {first}", flush=True)
     for epoch in range(first, args.epochs):
         loader.sampler.set_epoch(epoch)  # new order each epoch, same on all ranks
         loss = train_epoch(model, loader, optimizer, device, args.accumulate)
         if args.checkpoint:
             save_checkpoint(args.checkpoint, model, optimizer, epoch)
         if rank == 0:
-            print(f"epoch {epoch}: loss {loss:.4f} "
-                  f"({world} process(es), {device.type}, {dist.get_backend()})")
+            print(f"epoch {epoch}: loss {loss:.4f} ({world} process(es), "
+                  f"{device.type}, {dist.get_backend()})", flush=True)
+        if stop_requested(args.checkpoint, device):  # saved above: safe to stop here
+            if rank == 0:
+                print(f"stopping after epoch {epoch}, as asked", flush=True)
+            break
 
 
 def main(argv=None):

@@ -14,6 +14,8 @@ from snippets.several_gpus.ddp_with_torchrun import make_dataset, make_loader, m
 
 # isort: split
 # --8<-- [start:shard]
+import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
@@ -24,7 +26,6 @@ def shard(model, device):
     # The mesh names the device type: left to itself, fully_shard picks the GPU whenever
     # the machine has one, also for gloo processes that train on the CPU.
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    model.to(device)
     for layer in model:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)  # 1/world_size of its parameters per rank
@@ -38,11 +39,7 @@ def build_sharded(make_model, device, seed=0):
     """make_model()'s model, sharded, without the whole of it ever on one device."""
     with torch.device("meta"):
         model = make_model()  # shapes only: no memory, no values yet
-    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    for layer in model:  # the units of `shard`, on the meta device
-        if isinstance(layer, nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    shard(model, device)
     model.to_empty(device=device)  # memory for this rank's shards, uninitialised
     # On a GPU mesh, DTensor's random generator gives every shard its own stretch of one
     # stream for the whole tensor: one seed for all ranks. A CPU mesh has no such
@@ -56,7 +53,6 @@ def build_sharded(make_model, device, seed=0):
 
 
 # --8<-- [start:memory]
-import torch
 from torch.distributed.tensor import DTensor
 
 
@@ -84,7 +80,6 @@ def held_by_this_rank(model, optimizer):
 import glob
 import os
 
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,

@@ -97,7 +97,7 @@ def test_copy_between_gpus_arrives_and_is_timed():
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
 CLAIMS = {
-    "graph_share_of_fastest_python_min": 0.7,  # 1 KiB from a CUDA graph / fastest from Python
+    "graph_share_of_fastest_python_min": 0.6,  # 1 KiB from a CUDA graph / fastest from Python
     "all_reduce_busbw_1gib_gbs": 300.0,     # all-reduce bus bandwidth at 1 GiB, at least
     "p2p_copy_1gib_gbs": 350.0,             # copy GPU 0 -> GPU 1 of 1 GiB, GB/s, at least
     "small_message_time_growth_max": 1.5,   # time at 1 MiB / time at 1 KiB, at most
