@@ -296,6 +296,18 @@ def test_where_the_time_goes_each_rank_waits_for_the_other_in_some_all_reduces(m
         assert waits[0] > waits[1], (str(run), waits)
 
 
+@pytest.mark.parametrize("batch", [4096, 16384])
+def test_skew_shows_as_one_ranks_all_reduce_kernels_running_longer_bucket_by_bucket(
+        measured, batch):
+    two = f"ddp_with_torchrun.step[2gpus-{batch}]"
+    for run in measured(two):
+        extra = run.record(two).extra
+        kernels = [[e["duration"] for e in t if e["lane"] == "all-reduce"]
+                   for t in (extra["timeline"], extra["timeline_rank1"])]
+        early, late = sorted(kernels, key=sum, reverse=True)
+        assert all(a >= b for a, b in zip(early, late, strict=True)), (str(run), kernels)
+
+
 def test_each_buckets_shorter_kernel_takes_about_the_standalone_all_reduce(measured):
     """Without the wait, a 64 MiB bucket's all-reduce takes about what the ways page's
     standalone all-reduce of 64 MiB took (same bytes; its median bucket within the bound)."""
