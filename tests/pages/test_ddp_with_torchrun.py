@@ -296,6 +296,15 @@ def test_where_the_time_goes_each_rank_waits_for_the_other_in_some_all_reduces(m
         assert waits[0] > waits[1], (str(run), waits)
 
 
+def test_the_profiled_step_carries_gaps_the_timed_step_has_no_room_for(measured):
+    """On one GPU, the profiled step's gaps exceed all the time the timed step spends outside
+    its compute kernels: the profile is no budget of the timed step."""
+    one = "ddp_with_torchrun.step[1gpu-4096]"
+    for run in measured(one):
+        room_ms = run.value(one) * 1e3 - run.value(one, "compute_ms")
+        assert run.value(one, "idle_ms") > room_ms, (str(run), room_ms)
+
+
 @pytest.mark.parametrize("batch", [4096, 16384])
 def test_skew_shows_as_one_ranks_all_reduce_kernels_running_longer_bucket_by_bucket(
         measured, batch):
