@@ -398,8 +398,11 @@ def test_py_spy_dump_finds_the_hung_rank(tmp_path):
                                       text=True, timeout=60).stdout
                  for rank, pid in pids.items()}
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(job.pid, signal.SIGKILL)
+        # torchrun starts each worker in a session of its own: killing torchrun's group alone
+        # would leave both workers running for their 10 minutes
+        for pid in (job.pid, *pids.values()):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
         job.wait()
     hung = [rank for rank, dump in dumps.items() if "load_next_batch_forever" in dump]
     assert hung == [1], dumps
