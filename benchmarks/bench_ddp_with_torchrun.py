@@ -11,6 +11,7 @@ starting the follower and NCCL ~10 s, then 4 x (3 + 20) steps of 8-35 ms and fou
 import pytest
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from benchmarks import two_ranks
 from snippets.several_gpus import ddp_timeline
@@ -25,18 +26,26 @@ LABELS = {
     "step[2gpus-4096]": "DDP on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",
     "step[1gpu-16384]": "One GPU, no DDP: a training step of {batch_per_gpu} samples",
     "step[2gpus-16384]": "DDP on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",
+    "step_bucket_view": "DDP on 2 GPUs, gradient_as_bucket_view=True: a training step of "
+                        "{batch_per_gpu} samples per GPU",
 }
 WORDS = {}
 
 _state = {}  # this process's model, optimizer and batch (each rank has its own)
 
 
-def prepare(gpus, batch):
-    """Build the workload on this rank's GPU (under DDP for two GPUs) and take a first step."""
+def prepare(gpus, batch, bucket_view=False):
+    """Build the workload on this rank's GPU (under DDP for two GPUs) and take a first step.
+    bucket_view: DDP with gradient_as_bucket_view=True (gradients live in the buckets)."""
     device = torch.device("cuda", 0) if gpus == 1 else two_ranks.device()
     model = two_ranks.workload_model().to(device)
-    if gpus == 2:
+    if gpus == 2 and bucket_view:
+        model = DistributedDataParallel(model, device_ids=[device.index],
+                                        gradient_as_bucket_view=True)
+    elif gpus == 2:
         model = ddp.wrap(model, device)
+    if gpus == 2:  # a CPU group to line the ranks up before a profiled step
+        _state["cpu_group"] = dist.new_group(backend="gloo")
     _state.update(device=device, model=model, batch=two_ranks.workload_batch(device, batch),
                   optimizer=torch.optim.Adam(model.parameters()))
     step()  # the first step creates Adam's state
@@ -51,11 +60,27 @@ def step():
     torch.cuda.synchronize(_state["device"])
 
 
+def aligned_step():
+    """step(), once both ranks are here: a barrier on the CPU (gloo, no kernel), so that
+    neither rank's profile starts with an all-reduce waiting for a late partner."""
+    dist.barrier(group=_state["cpu_group"])
+    step()
+
+
 def profiled_step():
-    """One more step; rank 0 records its GPU timeline."""
-    if dist.is_initialized() and dist.get_rank() != 0:
-        return step()
-    return ddp_timeline.step_timeline(step)
+    """One more step on both ranks, each recording its GPU timeline: [rank 0's, rank 1's]."""
+    return two_ranks.everyones(ddp_timeline.step_timeline(aligned_step))
+
+
+def waits_ms(timelines):
+    """How long each rank's all-reduce kernels ran beyond the other rank's, bucket by
+    bucket: an all-reduce ends on both GPUs at about the same moment, so the longer one
+    is the rank that arrived first and waited. [rank 0's total, rank 1's total], in ms."""
+    kernels = [[e["duration"] for e in t if e["lane"] == "all-reduce"] for t in timelines]
+    if len(kernels) < 2 or len(kernels[0]) != len(kernels[1]):
+        return None
+    return [sum(max(0.0, mine - theirs) for mine, theirs in zip(a, b, strict=True)) * 1e3
+            for a, b in ((kernels[0], kernels[1]), (kernels[1], kernels[0]))]
 
 
 def release():
@@ -79,30 +104,53 @@ def pair():
 BATCHES = [two_ranks.BATCH_PER_GPU, 4 * two_ranks.BATCH_PER_GPU]  # 4096: the chapter's workload
 
 
-@pytest.mark.parametrize("batch", BATCHES, ids=[str(b) for b in BATCHES])
-@pytest.mark.parametrize("gpus", [1, 2], ids=["1gpu", "2gpus"])
-def bench_step(benchmark, request, gpus, batch):
-    """Weak scaling: the same step per GPU on one GPU and on two; efficiency = t(1) / t(2)."""
+def timeline_extras(timelines):
+    """What the profiled step's kernels say, from rank 0's timeline (and rank 1's, if any):
+    kernel time per lane, the all-reduce time no compute kernel ran beside (exposed), and
+    how long the GPU sat idle inside the step."""
+    events = timelines[0]
+    all_reduce = sum(e["duration"] for e in events if e["lane"] == "all-reduce")
+    overlap = ddp_timeline.overlap_seconds(events)
+    extras = dict(timeline=events, overlap_ms=overlap * 1e3, all_reduce_ms=all_reduce * 1e3,
+                  exposed_all_reduce_ms=(all_reduce - overlap) * 1e3,
+                  compute_ms=sum(e["duration"] for e in events if e["lane"] == "compute") * 1e3,
+                  idle_ms=ddp_timeline.idle_seconds(events) * 1e3)
+    if len(timelines) > 1:
+        extras["timeline_rank1"] = timelines[1]
+        extras["all_reduce_wait_ms"] = waits_ms(timelines)
+    return extras
+
+
+def run_step_benchmark(benchmark, request, gpus, batch, bucket_view=False):
     benchmark.extra_info.update(gpus=gpus, batch_per_gpu=batch)
     if gpus == 1:
         prepare(1, batch)
         benchmark.extra_info["parameters"] = two_ranks.parameter_count(_state["model"])
         # plain benchmark: the baseline of the 2-GPU case below, timed the same way
         benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=20, warmup_rounds=3)
-        events = profiled_step()
+        timelines = [ddp_timeline.step_timeline(step)]
         peaks = [two_ranks.peak_gib(_state["device"])]
         release()
     else:
         pair = request.getfixturevalue("pair")
-        pair.call(prepare, 2, batch)
+        pair.call(prepare, 2, batch, bucket_view)
         benchmark.extra_info["parameters"] = two_ranks.parameter_count(_state["model"])
         # plain benchmark: two ranks; pair.announcer starts each round on the other rank too
         benchmark.pedantic(step, setup=pair.announcer(step), rounds=20, warmup_rounds=3)
-        events = pair.call(profiled_step)
+        timelines = pair.call(profiled_step)
         peaks = pair.call(peaks_and_release)
-    benchmark.extra_info.update(
-        {f"peak_gpu{rank}_gib": gib for rank, gib in enumerate(peaks)},
-        timeline=events,
-        overlap_ms=ddp_timeline.overlap_seconds(events) * 1e3,
-        all_reduce_ms=sum(e["duration"] for e in events if e["lane"] == "all-reduce") * 1e3,
-    )
+    benchmark.extra_info.update({f"peak_gpu{rank}_gib": gib for rank, gib in enumerate(peaks)},
+                                **timeline_extras(timelines))
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=[str(b) for b in BATCHES])
+@pytest.mark.parametrize("gpus", [1, 2], ids=["1gpu", "2gpus"])
+def bench_step(benchmark, request, gpus, batch):
+    """Weak scaling: the same step per GPU on one GPU and on two; efficiency = t(1) / t(2)."""
+    run_step_benchmark(benchmark, request, gpus, batch)
+
+
+def bench_step_bucket_view(benchmark, request):
+    """The 2-GPU step at 4096 samples per GPU with gradient_as_bucket_view=True: no second
+    copy of the gradients (the fair DDP baseline for FSDP2's memory)."""
+    run_step_benchmark(benchmark, request, 2, two_ranks.BATCH_PER_GPU, bucket_view=True)

@@ -17,6 +17,8 @@ from snippets.several_gpus import ways_to_use_several_gpus as snippet
 LABELS = {
     "p2p_copy": "Copy from GPU 0 to GPU 1, {bytes}",
     "all_reduce": "All-reduce of {message_bytes} in bf16 over {world_size} GPUs (NCCL)",
+    "all_reduce_graph": "All-reduce of {message_bytes} in bf16 over {world_size} GPUs (NCCL), "
+                        "replayed from a CUDA graph",
 }
 WORDS = {}
 
@@ -105,6 +107,55 @@ def bench_all_reduce(benchmark, pair, nbytes):
     seconds = benchmark.stats.stats.median / ops
     benchmark.extra_info.update(
         message_bytes=nbytes, ops=ops, world_size=2, dtype="bfloat16",
+        algbw_gbs=nbytes / seconds / 1e9,
+        busbw_gbs=all_reduce.bus_bandwidth(nbytes, seconds, 2) / 1e9,
+    )
+
+
+# --- The same small all-reduces, captured in a CUDA graph: no Python, no per-call launch ----------
+
+_graphs = {}
+GRAPH_OPS = 200  # operations per graph: rank 1's late start (~0.2 ms) adds ~1 us to each
+GRAPH_SIZES = [KiB, 64 * KiB, MiB]
+
+
+def capture_all_reduces(nbytes, ops):
+    """Both ranks: capture `ops` all-reduces of the buffer in one CUDA graph (after eager
+    warm-up, so NCCL's communicator and buffers exist before capture)."""
+    x = buffer(nbytes)
+    all_reduce.all_reduce_many(x, 3)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        all_reduce.all_reduce_many(x, ops)
+    torch.cuda.synchronize()
+    _graphs[nbytes, ops] = graph
+
+
+def replay_and_wait(nbytes, ops):
+    _graphs[nbytes, ops].replay()
+    torch.cuda.synchronize()
+
+
+def forget_graphs():
+    _graphs.clear()
+
+
+@pytest.mark.snippet("snippets/several_gpus/all_reduce_bandwidth.py", "benchmarks/two_ranks.py")
+@pytest.mark.parametrize("nbytes", GRAPH_SIZES, ids=[size_label(s) for s in GRAPH_SIZES])
+def bench_all_reduce_graph(benchmark, pair, nbytes):
+    """The per-operation cost of a small all-reduce with the host out of the way: one graph
+    replay launches GRAPH_OPS all-reduces, and per_op = round time / GRAPH_OPS."""
+    pair.call(capture_all_reduces, nbytes, GRAPH_OPS)
+    pair.call(replay_and_wait, nbytes, GRAPH_OPS)  # the first replay uploads the graph
+    # plain benchmark: two ranks; pair.announcer starts each round on the other rank too
+    benchmark.pedantic(replay_and_wait, args=(nbytes, GRAPH_OPS),
+                       setup=pair.announcer(replay_and_wait, nbytes, GRAPH_OPS),
+                       rounds=20, warmup_rounds=2)
+    pair.call(forget_graphs)
+    seconds = benchmark.stats.stats.median / GRAPH_OPS
+    benchmark.extra_info.update(
+        message_bytes=nbytes, ops=GRAPH_OPS, world_size=2, dtype="bfloat16",
         algbw_gbs=nbytes / seconds / 1e9,
         busbw_gbs=all_reduce.bus_bandwidth(nbytes, seconds, 2) / 1e9,
     )

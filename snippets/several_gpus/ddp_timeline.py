@@ -31,7 +31,7 @@ def step_timeline(step, limit=400):
     kernels.sort(key=lambda e: e["ts"])
     t0 = kernels[0]["ts"] if kernels else 0  # trace times are in microseconds
     return [{"lane": "all-reduce" if "nccl" in e["name"].lower() else "compute",
-             "name": e["name"].removeprefix("void ")[:48],
+             "name": e["name"].removeprefix("void ")[:96],
              "start": (e["ts"] - t0) / 1e6,
              "duration": e["dur"] / 1e6} for e in kernels[:limit]]
 
@@ -43,6 +43,27 @@ def overlap_seconds(events):
                 for e in events if e["lane"] == lane]
     return sum(max(0.0, min(a1, c1) - max(a0, c0))
                for a0, a1 in spans("all-reduce") for c0, c1 in spans("compute"))
+
+
+def busy_seconds(events, lanes=("compute", "all-reduce")):
+    """How long at least one kernel of these lanes ran (overlaps counted once)."""
+    busy, end = 0.0, float("-inf")
+    for e in sorted((e for e in events if e["lane"] in lanes),
+                    key=lambda e: e["start"]):
+        start, stop = e["start"], e["start"] + e["duration"]
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return busy
+
+
+def idle_seconds(events):
+    """Time between the first kernel's start and the last one's end with no kernel
+    running: the GPU waited for the host (or for another GPU's work)."""
+    if not events:
+        return 0.0
+    span = (max(e["start"] + e["duration"] for e in events)
+            - min(e["start"] for e in events))
+    return span - busy_seconds(events, lanes={e["lane"] for e in events})
 # --8<-- [end:timeline]
 
 

@@ -22,8 +22,8 @@ def start():
     """Join the process group that torchrun described; return this process's device.
 
     torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
-    MASTER_PORT for every process it starts. Without torchrun (python train.py, a
-    notebook) the script runs as a group of one.
+    MASTER_PORT, among others, for every process it starts. Without torchrun (python
+    train.py, a notebook) the script runs as a group of one.
     """
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -58,7 +58,8 @@ def make_dataset(n=4096, features=32, seed=0):
 
 def make_loader(dataset, batch_size, seed=0):
     """Each rank reads its own 1/world_size of the data; batch_size is per process."""
-    # drop_last: every rank gets as many samples as the others (no padding with repeats)
+    # Every rank gets as many samples as the others either way: drop_last=True leaves
+    # out the tail that does not divide evenly, the default repeats samples to fill it
     sampler = DistributedSampler(dataset, shuffle=True, seed=seed, drop_last=True)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
                       pin_memory=torch.cuda.is_available())
@@ -118,6 +119,25 @@ def train_epoch(model, loader, optimizer, device, accumulate=1):
 # --8<-- [end:train]
 
 
+# --8<-- [start:uneven]
+def train_epoch_uneven(model, loader, optimizer, device):
+    """One pass when ranks may hold different numbers of batches (your own split of
+    the data, an IterableDataset): a rank that runs out early keeps answering the
+    others' all-reduces (with zeros) until every rank is done. Returns batches run."""
+    from torch.distributed.algorithms.join import Join
+
+    model.train()
+    batches = 0
+    with Join([model]):
+        for x, y in loader:
+            optimizer.zero_grad(set_to_none=True)
+            forward_backward(model, x.to(device), y.to(device))
+            optimizer.step()
+            batches += 1
+    return batches
+# --8<-- [end:uneven]
+
+
 # --8<-- [start:checkpoint]
 def save_checkpoint(path, model, optimizer, epoch):
     """Rank 0 writes the file; the other ranks wait until it is complete."""
@@ -135,6 +155,15 @@ def load_checkpoint(path, model, optimizer, device):
     model.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return state["epoch"] + 1
+
+
+def stop_requested(path, device):
+    """True on every rank once a file `<checkpoint>.stop` exists: a job script makes it
+    when its time limit is near. Rank 0 looks, and tells the others."""
+    asked = dist.get_rank() == 0 and bool(path) and os.path.exists(f"{path}.stop")
+    flag = torch.tensor(float(asked), device=device)
+    dist.broadcast(flag, src=0)  # every rank stops after the same epoch
+    return bool(flag.item())
 # --8<-- [end:checkpoint]
 
 
@@ -153,15 +182,19 @@ def train(args, device):
     if args.checkpoint and os.path.exists(args.checkpoint):
         first = load_checkpoint(args.checkpoint, model, optimizer, device)
         if rank == 0:
-            print(f"resumed from {args.checkpoint} at epoch {first}")
+            print(f"resumed from {args.checkpoint} at epoch {first}", flush=True)
     for epoch in range(first, args.epochs):
         loader.sampler.set_epoch(epoch)  # new order each epoch, same on all ranks
         loss = train_epoch(model, loader, optimizer, device, args.accumulate)
         if args.checkpoint:
             save_checkpoint(args.checkpoint, model, optimizer, epoch)
         if rank == 0:
-            print(f"epoch {epoch}: loss {loss:.4f} "
-                  f"({world} process(es), {device.type}, {dist.get_backend()})")
+            print(f"epoch {epoch}: loss {loss:.4f} ({world} process(es), "
+                  f"{device.type}, {dist.get_backend()})", flush=True)
+        if stop_requested(args.checkpoint, device):  # saved above: safe to stop here
+            if rank == 0:
+                print(f"stopping after epoch {epoch}, as asked", flush=True)
+            break
 
 
 def main(argv=None):

@@ -14,6 +14,8 @@ from snippets.several_gpus.ddp_with_torchrun import make_dataset, make_loader, m
 
 # isort: split
 # --8<-- [start:shard]
+import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
@@ -24,7 +26,6 @@ def shard(model, device):
     # The mesh names the device type: left to itself, fully_shard picks the GPU whenever
     # the machine has one, also for gloo processes that train on the CPU.
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    model.to(device)
     for layer in model:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)  # 1/world_size of its parameters per rank
@@ -33,8 +34,25 @@ def shard(model, device):
 # --8<-- [end:shard]
 
 
+# --8<-- [start:build]
+def build_sharded(make_model, device, seed=0):
+    """make_model()'s model, sharded, without the whole of it ever on one device."""
+    with torch.device("meta"):
+        model = make_model()  # shapes only: no memory, no values yet
+    shard(model, device)
+    model.to_empty(device=device)  # memory for this rank's shards, uninitialised
+    # On a GPU mesh, DTensor's random generator gives every shard its own stretch of one
+    # stream for the whole tensor: one seed for all ranks. A CPU mesh has no such
+    # generator, and ranks with one seed would draw identical shards: one seed per rank.
+    torch.manual_seed(seed + (dist.get_rank() if device.type == "cpu" else 0))
+    for module in model.modules():
+        if hasattr(module, "reset_parameters"):  # nn.Linear: its usual initialisation
+            module.reset_parameters()
+    return model
+# --8<-- [end:build]
+
+
 # --8<-- [start:memory]
-import torch
 from torch.distributed.tensor import DTensor
 
 
@@ -62,7 +80,6 @@ def held_by_this_rank(model, optimizer):
 import glob
 import os
 
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -113,8 +130,7 @@ import gc
 
 def train_sharded(args, device):
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)  # no broadcast in FSDP2: build the same model everywhere
-    model = shard(make_model(), device)
+    model = build_sharded(make_model, device)  # no rank ever holds all of it
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # after sharding
     loader = make_loader(make_dataset(), args.batch_size)
     first = 0

@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,21 @@ def test_sampler_shards_are_disjoint_and_cover_the_data(ranks):
     assert first["shard_sizes"] == [first["dataset_size"] // 2] * 2
 
 
+def test_the_sampler_pads_by_default_and_drops_the_tail_with_drop_last(ranks):
+    seen = ranks[0]  # 1001 samples on two ranks
+    assert seen["padded_samples"] == [501, 501] and seen["padded_distinct"] == 1001  # 1 repeat
+    assert seen["dropped_samples"] == [500, 500] and seen["dropped_distinct"] == 1000
+    # the same number of batches on every rank, both ways
+    assert seen["padded_batches"] == [6, 6] and seen["dropped_batches"] == [5, 5]
+
+
+def test_a_split_of_ones_own_gives_unequal_batches_and_join_copes(ranks):
+    seen = ranks[0]
+    assert seen["own_split_batches"] == [6, 5]
+    assert seen["joined_batches"] == [6, 5]  # finished, no hang
+    assert ranks[0]["digest_after_join"] == ranks[1]["digest_after_join"]  # still identical
+
+
 def test_set_epoch_changes_the_order_and_every_rank_agrees(ranks):
     first = ranks[0]
     assert first["order_changes_with_epoch"]
@@ -185,7 +201,10 @@ def test_step_timeline_records_the_kernels_of_one_step():
 CLAIMS = {
     "weak_scaling_efficiency": 0.9,  # t(1 GPU) / t(2 GPUs) at 16384 samples per GPU, at least
     "all_reduce_growth_max": 1.2,  # the all-reduce at one batch size over the other, at most
+    # a 64 MiB bucket's all-reduce (its shorter kernel) / the standalone 64 MiB one, at most
+    "bucket_over_standalone_max": 1.2,
 }
+STANDALONE_64MIB = "ways_to_use_several_gpus.all_reduce[64MiB]"
 STEPS = [f"ddp_with_torchrun.step[{g}-{b}]" for g in ("1gpu", "2gpus") for b in (4096, 16384)]
 
 
@@ -205,10 +224,20 @@ def test_weak_scaling_efficiency_reaches_the_bound_at_the_larger_batch(measured)
             assert run.value(two, "overlap_ms") > 0, "the timeline shows no all-reduce beside compute"
 
 
+def _own_all_reduce_ms(run, name):
+    """NCCL's own time in one profiled step: bucket by bucket, the shorter of the two ranks'
+    all-reduce kernels (the longer one also holds the time its rank waited for the other)."""
+    extra = run.record(name).extra
+    kernels = [[e["duration"] for e in t if e["lane"] == "all-reduce"]
+               for t in (extra["timeline"], extra["timeline_rank1"])]
+    assert kernels[0] and len(kernels[0]) == len(kernels[1]), str(run)
+    return sum(min(a, b) for a, b in zip(*kernels, strict=True)) * 1e3
+
+
 def test_the_all_reduce_costs_about_the_same_at_both_batch_sizes(measured):
     small, large = "ddp_with_torchrun.step[2gpus-4096]", "ddp_with_torchrun.step[2gpus-16384]"
     for run in measured(small, large):
-        times = sorted(run.value(name, "all_reduce_ms") for name in (small, large))
+        times = sorted(_own_all_reduce_ms(run, name) for name in (small, large))
         assert times[0] > 0, str(run)
         assert times[1] <= CLAIMS["all_reduce_growth_max"] * times[0], (str(run), times)
 
@@ -219,6 +248,88 @@ def test_the_gradients_are_averaged_in_float32(measured):
         for run in measured(two):
             kernels = [e["name"] for e in run.value(two, "timeline") if e["lane"] == "all-reduce"]
             assert kernels and all("AllReduce" in k and "f32" in k for k in kernels), str(run)
+
+
+MATMUL_KERNELS = ("nvjet", "gemm", "cutlass", "xmma")  # cuBLAS's and CUTLASS's kernel names
+
+
+def _compute(events):
+    return [e for e in events if e["lane"] == "compute"]
+
+
+def _is_matmul(event):
+    return any(word in event["name"].lower() for word in MATMUL_KERNELS)
+
+
+def test_where_the_time_goes_the_compute_lane_runs_longer_on_both_ranks(measured):
+    """The compute lane (the one-GPU step's kernels plus DDP's own) took longer on each rank
+    than the whole compute lane on one GPU."""
+    one, two = "ddp_with_torchrun.step[1gpu-4096]", "ddp_with_torchrun.step[2gpus-4096]"
+    for run in measured(one, two):
+        alone = run.value(one, "compute_ms")
+        extra = run.record(two).extra
+        for timeline in (extra["timeline"], extra["timeline_rank1"]):
+            under_ddp = sum(e["duration"] for e in _compute(timeline)) * 1e3
+            assert under_ddp > alone, (str(run), under_ddp, alone)
+
+
+def test_where_the_time_goes_matmuls_slow_down_and_ddp_adds_kernels(measured):
+    one, two = "ddp_with_torchrun.step[1gpu-4096]", "ddp_with_torchrun.step[2gpus-4096]"
+    for run in measured(one, two):
+        alone, under_ddp = (run.value(name, "timeline") for name in (one, two))
+        matmul = [sum(e["duration"] for e in _compute(t) if _is_matmul(e))
+                  for t in (alone, under_ddp)]
+        assert matmul[1] > matmul[0], (str(run), matmul)
+        # DDP's own kernels: at least one more elementwise kernel per bucket (the division
+        # of the bucket by the number of ranks), beyond those of the step on one GPU
+        others = [sum(not _is_matmul(e) for e in _compute(t)) for t in (alone, under_ddp)]
+        buckets = sum(e["lane"] == "all-reduce" for e in under_ddp)
+        assert others[1] - others[0] >= buckets, (str(run), others, buckets)
+
+
+def test_where_the_time_goes_each_rank_waits_for_the_other_in_some_all_reduces(measured):
+    two = "ddp_with_torchrun.step[2gpus-4096]"
+    for run in measured(two):
+        waits = run.value(two, "all_reduce_wait_ms")  # [rank 0's, rank 1's]
+        assert waits is not None and sum(waits) > 0, (str(run), waits)
+        # the timeline the page shows is GPU 0's: there, the rank that arrived first
+        assert waits[0] > waits[1], (str(run), waits)
+
+
+def test_the_profiled_step_carries_gaps_the_timed_step_has_no_room_for(measured):
+    """On one GPU, the profiled step's gaps exceed all the time the timed step spends outside
+    its compute kernels: the profile is no budget of the timed step."""
+    one = "ddp_with_torchrun.step[1gpu-4096]"
+    for run in measured(one):
+        room_ms = run.value(one) * 1e3 - run.value(one, "compute_ms")
+        assert run.value(one, "idle_ms") > room_ms, (str(run), room_ms)
+
+
+@pytest.mark.parametrize("batch", [4096, 16384])
+def test_skew_shows_as_one_ranks_all_reduce_kernels_running_longer_bucket_by_bucket(
+        measured, batch):
+    two = f"ddp_with_torchrun.step[2gpus-{batch}]"
+    for run in measured(two):
+        extra = run.record(two).extra
+        kernels = [[e["duration"] for e in t if e["lane"] == "all-reduce"]
+                   for t in (extra["timeline"], extra["timeline_rank1"])]
+        early, late = sorted(kernels, key=sum, reverse=True)
+        assert all(a >= b for a, b in zip(early, late, strict=True)), (str(run), kernels)
+
+
+def test_each_buckets_shorter_kernel_takes_about_the_standalone_all_reduce(measured):
+    """Without the wait, a 64 MiB bucket's all-reduce takes about what the ways page's
+    standalone all-reduce of 64 MiB took (same bytes; its median bucket within the bound)."""
+    standalone = max(run.value(STANDALONE_64MIB, "per_op") for run in measured(STANDALONE_64MIB))
+    for batch in (4096, 16384):
+        two = f"ddp_with_torchrun.step[2gpus-{batch}]"
+        for run in measured(two):
+            extra = run.record(two).extra
+            kernels = [[e["duration"] for e in t if e["lane"] == "all-reduce"]
+                       for t in (extra["timeline"], extra["timeline_rank1"])]
+            full = [min(a, b) for a, b in zip(*kernels, strict=True)][:-1]  # last: a small one
+            ratio = statistics.median(full) / standalone
+            assert ratio <= CLAIMS["bucket_over_standalone_max"], (str(run), batch, ratio)
 
 
 def test_each_ddp_gpu_peaks_above_one_gpu_without_ddp(measured):
@@ -303,6 +414,25 @@ def rank_checks(out_dir):
     seen["order_changes_with_epoch"] = orders[1][0] != orders[0][0]
     seen["same_epoch_same_order"] = orders[0][1] == orders[0][0]
     seen["epoch1_still_disjoint"] = len(set().union(*orders[1][0])) == len(big)
+
+    # Equal counts either way: padding (default) or dropping the tail; unequal from a split
+    # of one's own. 1001 samples on two ranks, 100 per batch.
+    from torch.utils.data import DataLoader, DistributedSampler, Subset
+    odd = ddp.make_dataset(n=1001)
+    for name, drop in (("padded", False), ("dropped", True)):
+        sampler = DistributedSampler(odd, shuffle=False, drop_last=drop)
+        indices = gather(list(iter(sampler)))
+        seen[f"{name}_samples"] = [len(i) for i in indices]
+        seen[f"{name}_distinct"] = len(set().union(*indices))
+        seen[f"{name}_batches"] = gather(len(DataLoader(odd, batch_size=100, sampler=sampler)))
+    own_split = Subset(odd, range(rank, len(odd), world))  # 501 and 500 samples
+    seen["own_split_batches"] = gather(len(DataLoader(own_split, batch_size=100)))
+    torch.manual_seed(0)
+    model = ddp.wrap(ddp.make_model(), device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    ran = ddp.train_epoch_uneven(model, DataLoader(own_split, batch_size=100), optimizer, device)
+    seen["joined_batches"] = gather(ran)
+    seen["digest_after_join"] = _digest(model.module)
 
     # no_sync: four batches per rank, one optimizer step, equal to one step on the big batch
     batch, accumulate = 8, 4

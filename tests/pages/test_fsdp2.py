@@ -21,6 +21,8 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/fsdp2.py")
 CLAIMS = {
     "shard_share_max": 0.51,  # what one of two ranks keeps, as a share of a whole copy
     "peak_saving_min": 1.5,  # DDP's peak memory per GPU over FSDP2's, at least
+    "host_share_of_step_min": 0.7,  # the host's time to issue a step / the step's median
+    "kernel_share_of_span_max": 0.5,  # kernel time / the profiled step's span, later rank
 }
 
 
@@ -53,6 +55,15 @@ def ranks(tmp_path_factory):
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
 
+def test_the_model_is_built_on_the_meta_device_and_each_rank_fills_its_own_rows(ranks):
+    assert all(r["on_meta_before_to_empty"] for r in ranks)
+    # both ranks drew from one seed would give two equal halves (a CPU mesh has no DTensor RNG)
+    assert all(r["shards_differ"] for r in ranks)
+    # nn.Linear's initialisation: uniform in +-1/sqrt(fan_in), std 1/sqrt(3 fan_in)
+    std, expected = ranks[0]["init_spread"]
+    assert 0.9 * expected <= std <= 1.1 * expected, (std, expected)
+
+
 def test_fsdp2_trains_exactly_like_ddp(ranks):
     assert all(r["same_as_ddp"] for r in ranks), [r["max_diff_to_ddp"] for r in ranks]
     assert all(r["changed_by_training"] for r in ranks)  # equal because both trained, not idle
@@ -79,23 +90,113 @@ def test_full_export_loads_into_a_plain_model(ranks):
     assert ranks[0]["export_matches"]
 
 
+def test_the_root_keeps_its_parameters_after_forward_and_inner_units_reshard(ranks):
+    """reshard_after_forward=None: True for inner units, False for the root."""
+    for r in ranks:
+        for label, found in r["defaults"].items():
+            assert found["inner_sharded"] and not found["root_sharded"], (label, found)
+
+
+def _bytes(found, kind):
+    calls = [c for c in found["collectives"] if c[0] == kind]
+    assert calls, (kind, found)
+    return sum(c[2] for c in calls), {c[1] for c in calls}
+
+
+def test_mixed_precision_policy_halves_the_all_gathers_only(ranks):
+    for r in ranks:
+        plain, mixed = r["defaults"]["float32"], r["defaults"]["bf16_policy"]
+        assert mixed["root_dtype"] == "bfloat16"  # the gathered copy the forward pass used
+        gathered = [_bytes(found, "all-gather") for found in (plain, mixed)]
+        assert gathered[0][1] == {"float32"} and gathered[1][1] == {"bfloat16"}, gathered
+        assert gathered[1][0] * 2 == gathered[0][0], gathered
+        reduced = [_bytes(found, "reduce-scatter") for found in (plain, mixed)]
+        assert reduced[0] == reduced[1] and reduced[1][1] == {"float32"}, reduced
+
+
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
 FSDP, DDP = "fsdp2.step", "ddp_with_torchrun.step[2gpus-4096]"
+DDP_VIEW = "ddp_with_torchrun.step_bucket_view"
+ONE_GPU = "ddp_with_torchrun.step[1gpu-4096]"
 
 
-def test_fsdp2_peaks_well_below_ddp_on_each_gpu(measured):
-    for run in measured(FSDP, DDP):
+@pytest.mark.parametrize("ddp", [DDP, DDP_VIEW])
+def test_fsdp2_peaks_well_below_ddp_on_each_gpu(measured, ddp):
+    for run in measured(FSDP, ddp):
         for gpu in (0, 1):
             field = f"peak_gpu{gpu}_gib"
-            saving = run.value(DDP, field) / run.value(FSDP, field)
+            saving = run.value(ddp, field) / run.value(FSDP, field)
             assert saving >= CLAIMS["peak_saving_min"], (str(run), gpu, saving)
 
 
-def test_fsdp2_step_is_slower_than_ddp(measured):
-    # more data moved (all-gathers in forward and backward, a reduce-scatter), layer by layer
+def _kernels_ms(timeline):
+    """(compute, NCCL) kernel time of one rank's profiled FSDP2 step, in ms."""
+    nccl = sum(e["duration"] for e in timeline if "nccl" in e["name"].lower())
+    return (sum(e["duration"] for e in timeline) - nccl) * 1e3, nccl * 1e3
+
+
+def _span_ms(timeline):
+    return (max(e["start"] + e["duration"] for e in timeline)
+            - min(e["start"] for e in timeline)) * 1e3
+
+
+def test_the_fsdp2_step_is_host_bound(measured):
+    """The host takes about the whole step to issue it; in the profiled step, the kernels of
+    the rank that waited less for the other (whose NCCL kernels are NCCL's own time) fill
+    well under half of it, NCCL's less than the compute's."""
+    for run in measured(FSDP):
+        step_ms = run.value(FSDP) * 1e3
+        host = run.value(FSDP, "host_ms")
+        assert host >= CLAIMS["host_share_of_step_min"] * step_ms, (str(run), host, step_ms)
+        extra = run.record(FSDP).extra
+        timelines = (extra["timeline"], extra["timeline_rank1"])
+        later = min(timelines, key=lambda t: _kernels_ms(t)[1])  # the less NCCL time
+        compute, nccl = _kernels_ms(later)
+        assert nccl < compute, (str(run), nccl, compute)
+        assert compute + nccl < CLAIMS["kernel_share_of_span_max"] * _span_ms(later), str(run)
+        # on GPU 0 as recorded (what the page quotes), compute fills under half the span
+        assert run.value(FSDP, "compute_ms") < 0.5 * run.value(FSDP, "span_ms"), str(run)
+
+
+def test_the_rank_that_arrives_first_spins_in_its_nccl_kernels(measured):
+    """Skew between the ranks shows as longer NCCL kernels on one rank, not as gaps: in every
+    run one rank's NCCL kernels ran well over the other's."""
+    for run in measured(FSDP):
+        extra = run.record(FSDP).extra
+        nccl = sorted(_kernels_ms(t)[1] for t in (extra["timeline"], extra["timeline_rank1"]))
+        assert nccl[1] > 2 * nccl[0], (str(run), nccl)
+
+
+def test_fsdp2_runs_about_the_compute_kernels_of_ddp(measured):
     for run in measured(FSDP, DDP):
-        assert run.value(FSDP) > run.value(DDP), str(run)
+        ratio = run.value(FSDP, "compute_ms") / run.value(DDP, "compute_ms")
+        assert 0.8 <= ratio <= 1.25, (str(run), ratio)
+
+
+def test_fsdp2_step_is_slower_than_ddp(measured):
+    for ddp in (DDP, DDP_VIEW):
+        for run in measured(FSDP, ddp):
+            assert run.value(FSDP) > run.value(ddp), (str(run), ddp)
+
+
+def test_bucket_view_lowers_ddps_peak_by_less_than_a_gradient_copy(measured):
+    """gradient_as_bucket_view=True drops the second copy of the gradients; the peak falls,
+    by less than that copy's size."""
+    for run in measured(DDP, DDP_VIEW):
+        copy_gib = run.value(DDP, "parameters") * 4 / 2**30  # float32 gradients
+        for gpu in (0, 1):
+            field = f"peak_gpu{gpu}_gib"
+            saved = run.value(DDP, field) - run.value(DDP_VIEW, field)
+            assert 0 < saved < copy_gib, (str(run), gpu, saved, copy_gib)
+
+
+def test_both_ddps_peak_above_one_gpu_by_more_than_their_buckets(measured):
+    for run in measured(DDP, DDP_VIEW, ONE_GPU):
+        copy_gib = run.value(DDP, "parameters") * 4 / 2**30  # the buckets: every gradient
+        for ddp in (DDP, DDP_VIEW):
+            above = run.value(ddp, "peak_gpu0_gib") - run.value(ONE_GPU, "peak_gpu0_gib")
+            assert above > copy_gib, (str(run), ddp, above)
 
 
 def _workload_parameters():
@@ -118,6 +219,90 @@ def test_each_gpu_keeps_about_half_of_the_state(measured, key, bytes_per_paramet
 
 
 # --- The worker ----------------------------------------------------------------------------------
+
+def _built_on_meta(fsdp2, device):
+    """build_sharded's model just before to_empty: every parameter on the meta device, so no
+    rank ever allocated the whole model."""
+    import torch
+
+    from snippets.several_gpus import ddp_with_torchrun as ddp
+
+    seen = []
+    original = torch.nn.Module.to_empty
+
+    def spy(module, *, device, recurse=True):
+        seen.append(all(p.is_meta for p in module.parameters()))
+        return original(module, device=device, recurse=recurse)
+
+    torch.nn.Module.to_empty = spy
+    try:
+        fsdp2.build_sharded(ddp.make_model, device)
+    finally:
+        torch.nn.Module.to_empty = original
+    return seen == [True]
+
+
+def _recording_collectives():
+    """Wrap the collectives FSDP2 calls (their names differ between releases) so that each call
+    records (kind, dtype, bytes sent by this rank); returns the list and a function that undoes
+    the wrapping."""
+    import torch.distributed as dist
+
+    calls, originals = [], {}
+    for name in ("all_gather_single", "all_gather_into_tensor",
+                 "reduce_scatter_single", "reduce_scatter_tensor"):
+        original = getattr(dist, name, None)
+        if original is None:
+            continue
+        originals[name] = original
+
+        def wrapper(*args, _original=original, _name=name, **kwargs):
+            tensor = kwargs.get("input", kwargs.get("input_tensor"))
+            tensor = args[1] if tensor is None else tensor
+            kind = "all-gather" if "gather" in _name else "reduce-scatter"
+            calls.append((kind, str(tensor.dtype).removeprefix("torch."),
+                          tensor.numel() * tensor.element_size()))
+            return _original(*args, **kwargs)
+        setattr(dist, name, wrapper)
+
+    def undo():
+        for name, original in originals.items():
+            setattr(dist, name, original)
+    return calls, undo
+
+
+def _reshard_and_mixed_precision(device):
+    """The page's defaults, on a small model whose root owns a layer of its own: what stays
+    gathered after the forward pass, and what each collective sends with and without
+    MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)."""
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor import DTensor
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    policies = {"float32": {}, "bf16_policy": {"mp_policy": MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16, reduce_dtype=torch.float32)}}
+    found = {}
+    for label, options in policies.items():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16)).to(device)
+        fully_shard(model[0], mesh=mesh, **options)  # an inner unit
+        fully_shard(model, mesh=mesh, **options)  # the root, which owns model[2]
+        calls, undo = _recording_collectives()
+        try:
+            out = model(torch.randn(4, 16, device=device))
+            after_forward = {"inner_sharded": isinstance(model[0].weight, DTensor),
+                             "root_sharded": isinstance(model[2].weight, DTensor),
+                             "root_dtype": str(model[2].weight.dtype).removeprefix("torch.")}
+            out.float().sum().backward()
+        finally:
+            undo()
+        found[label] = {**after_forward, "collectives": calls}
+    return found
+
 
 def rank_checks(out_dir):
     import torch
@@ -158,14 +343,19 @@ def rank_checks(out_dir):
                 optimizer.zero_grad(set_to_none=True)
         return optimizer  # gradients of the last step kept, to measure them
 
-    torch.manual_seed(0)
-    initial = {k: v.clone() for k, v in ddp.make_model().state_dict().items()}
-    torch.manual_seed(0)
-    sharded = fsdp2.shard(ddp.make_model(), device)
+    # built on the meta device, sharded, then each rank fills its own shards
+    sharded = fsdp2.build_sharded(ddp.make_model, device)
+    initial = full(sharded)  # the whole initial model, gathered: DDP starts from it
+    seen["on_meta_before_to_empty"] = _built_on_meta(fsdp2, device)
+    weight = initial["0.weight"]  # 256 rows: rank 0 filled the first 128, rank 1 the rest
+    half = weight.shape[0] // 2
+    seen["shards_differ"] = not torch.equal(weight[:half], weight[half:])
+    seen["init_spread"] = [weight.std().item(), (1 / weight.shape[1]) ** 0.5 / 3 ** 0.5]
     fsdp_optimizer = train(sharded)
     seen["fsdp"] = fsdp2.held_by_this_rank(sharded, fsdp_optimizer)
-    torch.manual_seed(0)
-    replicated = ddp.wrap(ddp.make_model(), device)
+    replicated = ddp.make_model()
+    replicated.load_state_dict(initial)
+    replicated = ddp.wrap(replicated, device)
     ddp_optimizer = train(replicated)
     seen["ddp"] = fsdp2.held_by_this_rank(replicated, ddp_optimizer)
     fsdp_state = full(sharded)
@@ -203,6 +393,8 @@ def rank_checks(out_dir):
         seen["export_matches"] = close(ours, sharded_out)
     else:
         sharded(x[:8].to(device))  # the forward gathers parameters: every rank takes part
+
+    seen["defaults"] = _reshard_and_mixed_precision(device)
 
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(seen, f)

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,10 @@ FENCE = re.compile(r'^```(?P<lang>\w+) title="(?P<title>[^"]+)"\n(?P<body>.*?)^`
 TIMEOUT = 240  # seconds: a rendezvous that never completes fails the test instead of hanging CI
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/ddp_with_torchrun.py")
+
+CLAIMS = {
+    "dead_node_job_end_s": 30,  # a job whose node's processes died has ended within this, at most
+}
 
 
 def page_block(title: str) -> str:
@@ -95,7 +100,10 @@ def test_two_nodes_meet_over_loopback(workdir):
             # at one per core, both nodes' threads spin against each other and the other test
             # workers (85 s on a 16-core GPU machine with 6 workers busy, 8 s alone on 2 cores).
             node_env["OMP_NUM_THREADS"] = "1"
-        nodes.append(subprocess.Popen(["bash", "-c", command], cwd=workdir, env=node_env,
+        # The first "node" (the lower pid) arrives 3 s after the second: ranks follow the
+        # sorted (host, pid) of the agents, not the order of arrival.
+        delayed = f"sleep 3; exec {command}" if node == 0 else command
+        nodes.append(subprocess.Popen(["bash", "-c", delayed], cwd=workdir, env=node_env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True))
     try:
@@ -109,9 +117,11 @@ def test_two_nodes_meet_over_loopback(workdir):
     for node, (_, err) in zip(nodes, outputs, strict=True):
         assert node.returncode == 0, err[-3000:]
     printed = [epoch_lines(out) for out, _ in outputs]
-    # rank 0 printed three epochs, on whichever "node" the rendezvous made GROUP_RANK 0
-    assert sorted(len(lines) for lines in printed) == [0, 3], printed
-    lines = max(printed, key=len)
+    # rank 0 printed three epochs: on the node with the lower pid (the same host for both),
+    # which arrived last
+    assert nodes[0].pid < nodes[1].pid
+    assert [len(lines) for lines in printed] == [3, 0], printed
+    lines = printed[0]
     backend = "nccl" if two_gpus else "gloo"
     assert all("2 process(es)" in line and backend in line for line in lines), lines
     checkpoint = torch.load(workdir / "ckpt.pt", weights_only=True, map_location="cpu")
@@ -142,41 +152,258 @@ def slurm():
         yield running
 
 
-def submit_command() -> tuple[dict[str, str], list[str]]:
-    """The environment and sbatch arguments of the page's "how the tests submit it" line."""
+def submit_command() -> tuple[dict[str, str], list[str], list[str]]:
+    """The environment, sbatch options and script arguments of the page's "how the tests
+    submit it" line."""
     words = shlex.split(page_block("how the tests submit it").strip())
     env = {}
     while "=" in words[0]:
         name, _, value = words.pop(0).partition("=")
         env[name] = value
-    assert words[0] == "sbatch" and words[-1] == "train.sbatch", words
-    return env, words[1:]
+    assert words[0] == "sbatch" and "train.sbatch" in words, words
+    script = words.index("train.sbatch")
+    return env, words[1:script], words[script + 1:]
 
 
-def test_sbatch_script_trains_on_a_real_slurm(slurm, workdir):
-    (workdir / "train.sbatch").write_text(page_block("train.sbatch"))
-    env, args = submit_command()
-    assert env == {"PROCS_PER_NODE": "1"} and "--gpus-per-node=0" in args
-    if len(slurm.nodes) == 1:  # the page's fallback: one node, both workers on it
-        args, env = ["--nodes=1", *args], {"PROCS_PER_NODE": "2"}
-    # a cluster without GPUs: hide any this machine has, as Slurm does on a node without them
-    env.update(RDZV_PORT=str(free_port()), PATH=path_with(workdir, slurm.env["PATH"]),
-               CUDA_VISIBLE_DEVICES="")
-    job = slurm.run_job(*args, cwd=workdir, env=env)
-    output = workdir / f"ddp-train-{job.id}.out"
-    printed = output.read_text() if job.id and output.is_file() else ""
-    logs = "\n".join(f"{name}:\n{slurm.log(name)}" for name in
-                     ["slurmctld.log", *(f"slurmd-{n}.log" for n in slurm.nodes)])
-    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), (
-        f"job {job.id}: {job.state} {job.exit_code} {job.submitted}\n"
-        f"job output:\n{printed[-3000:]}\n{logs}")
-    lines = epoch_lines(printed)
-    assert len(lines) == 3, printed
+class SlurmRun:
+    """The page's train.sbatch in a folder with train.py, submitted the page's way."""
+
+    def __init__(self, slurm, workdir: Path):
+        self.slurm, self.workdir = slurm, workdir
+        (workdir / "train.sbatch").write_text(page_block("train.sbatch"))
+        env, self.options, self.arguments = submit_command()
+        assert env == {"PROCS_PER_NODE": "1"} and "--gpus-per-node=0" in self.options
+        if len(slurm.nodes) == 1:  # the page's fallback: one node, both workers on it
+            self.options, env = ["--nodes=1", *self.options], {"PROCS_PER_NODE": "2"}
+        # a cluster without GPUs: hide any this machine has, as Slurm does on a node without
+        # them; one thread per worker (two nodes share this machine's cores)
+        self.env = {**env, "PATH": path_with(workdir, slurm.env["PATH"]),
+                    "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+
+    def submit(self, *arguments: str) -> cluster.Job:
+        """Submit with the page's options; `arguments` (train.py's) replace the page's."""
+        self.env["RDZV_PORT"] = str(free_port())
+        return self.slurm.submit(*self.options, "train.sbatch", *(arguments or self.arguments),
+                                 cwd=self.workdir, env=self.env)
+
+    def output(self, job: cluster.Job) -> str:
+        path = self.workdir / f"ddp-train-{job.id}.out"
+        return path.read_text() if job.id and path.is_file() else ""
+
+    def wait_for_output(self, job: cluster.Job, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output(job):
+            assert time.monotonic() < deadline, f"no {text!r} after {timeout} s:\n{self.report(job)}"
+            time.sleep(0.2)
+
+    def report(self, job: cluster.Job) -> str:
+        logs = "\n".join(f"{name}:\n{self.slurm.log(name)}" for name in
+                         ["slurmctld.log", *(f"slurmd-{n}.log" for n in self.slurm.nodes)])
+        return (f"job {job.id}: {job.state} {job.exit_code} {job.submitted}\n"
+                f"job output:\n{self.output(job)[-3000:]}\n{logs}")
+
+    def checkpoint_epoch(self) -> int:
+        return torch.load(self.workdir / "ddp-train.pt", weights_only=True)["epoch"]
+
+
+def test_the_page_states_a_stable_checkpoint_and_the_hardening():
+    script = page_block("train.sbatch")
+    assert 'checkpoint="$SLURM_SUBMIT_DIR/$SLURM_JOB_NAME.pt"' in script  # not the job id
+    assert "srun --kill-on-bad-exit=1 --wait=60 " in script
+    assert "--max-restarts 3" in script
+    assert "#SBATCH --signal=B:USR1@300" in script and "#SBATCH --requeue" in script
+    assert 'scontrol requeue "$SLURM_JOB_ID"' in script
+
+
+def test_sbatch_script_trains_and_a_resubmitted_job_resumes(slurm, workdir):
+    run = SlurmRun(slurm, workdir)
+    first = slurm.wait(run.submit())
+    assert (first.state, first.exit_code) == ("COMPLETED", "0:0"), run.report(first)
+    lines = epoch_lines(run.output(first))
+    assert len(lines) == 3, run.output(first)
     assert all("2 process(es), cpu, gloo" in line for line in lines), lines
-    checkpoint = torch.load(workdir / f"ckpt-{job.id}.pt", weights_only=True)
-    assert checkpoint["epoch"] == 2
+    assert run.checkpoint_epoch() == 2
+    # Submitted again, with more epochs: a new job id, the same checkpoint, three epochs on
+    again = slurm.wait(run.submit("--epochs", "5"))
+    assert again.id != first.id
+    assert (again.state, again.exit_code) == ("COMPLETED", "0:0"), run.report(again)
+    printed = run.output(again)
+    assert f"resumed from {workdir}/ddp-train.pt at epoch 3" in printed, printed
+    assert [line.split(":")[0] for line in epoch_lines(printed)] == ["epoch 3", "epoch 4"]
+    assert run.checkpoint_epoch() == 4
+
+
+def test_near_the_time_limit_the_job_saves_requeues_and_resumes(slurm, workdir):
+    """`--signal=B:USR1@300` sends USR1 five minutes before the limit; here the test sends it
+    as soon as the first epoch is done, as Slurm would."""
+    run = SlurmRun(slurm, workdir)
+    job = run.submit("--epochs", "8")
+    run.wait_for_output(job, "epoch 0:")
+    slurm.signal_batch_script(job.id, "USR1")
+    job = slurm.wait(job, timeout=240)
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), run.report(job)
+    assert slurm.fields(job.id)["Restarts"] == "1", run.report(job)  # requeued once
+    printed = run.output(job)  # both runs of the job, one file (--open-mode=append)
+    stopped = re.search(r"^stopping after epoch (\d+), as asked$", printed, re.M)
+    assert stopped, printed
+    resumed = int(stopped[1]) + 1
+    assert f"resumed from {workdir}/ddp-train.pt at epoch {resumed}" in printed, printed
+    epochs = [int(line.split()[1].rstrip(":")) for line in epoch_lines(printed)]
+    assert epochs == list(range(8)), printed  # every epoch once: none lost, none repeated
+    assert run.checkpoint_epoch() == 7
+
+
+def _processes_of(job_id: str, node: str) -> list[int]:
+    """The job's processes that Slurm started on `node` (torchrun and its workers), found by
+    the SLURM_* variables in their environment."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = dict(item.split("=", 1) for item in
+                           (proc / "environ").read_bytes().decode(errors="replace").split("\0")
+                           if "=" in item)
+            command = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:  # gone, or not ours
+            continue
+        if (environ.get("SLURM_JOB_ID") == job_id and environ.get("SLURMD_NODENAME") == node
+                and ("torch.distributed.run" in command or "train.py" in command)):
+            found.append(int(proc.name))
+    return found
+
+
+def test_when_a_nodes_processes_die_the_job_ends_promptly(slurm, workdir):
+    """Every process of the job on the second node killed at once, its slurmd alive to report
+    it: srun --kill-on-bad-exit ends the whole job, instead of leaving the first node's worker
+    waiting in an all-reduce for a partner that is gone. (A whole machine dying reports
+    nothing; Slurm ends the job only after SlurmdTimeout, as NODE_FAIL: not tested here.)"""
+    if len(slurm.nodes) < 2:
+        pytest.skip("needs two nodes: " + "\n".join(slurm.problems))
+    run = SlurmRun(slurm, workdir)
+    job = run.submit("--epochs", "1000")
+    run.wait_for_output(job, "epoch 1:")
+    victims = _processes_of(job.id, slurm.nodes[1])
+    assert victims, run.report(job)
+    killed_at = time.monotonic()
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    job = slurm.wait(job, timeout=120)
+    took = time.monotonic() - killed_at
+    assert job.state == "FAILED", run.report(job)
+    assert took < CLAIMS["dead_node_job_end_s"], (took, run.report(job))
+    assert len(epoch_lines(run.output(job))) < 1000
 
 
 def test_the_cluster_has_two_nodes(slurm):
     """Debian's Slurm runs two slurmd on one machine; if another build cannot, say why."""
     assert slurm.nodes == ["127.0.0.1", "127.0.0.2"], "\n".join(slurm.problems)
+
+
+# --- Debugging a job that hangs or fails (snippets/several_gpus/debugging_distributed.py) -------
+
+DEBUGGING = pytest.mark.snippet("snippets/several_gpus/debugging_distributed.py")
+
+
+DEBUG_MODULE = "snippets.several_gpus.debugging_distributed"
+
+
+def debug_run(mode: str, *args: str, env: dict | None = None, module: str = DEBUG_MODULE,
+              timeout: float = TIMEOUT) -> tuple[subprocess.CompletedProcess, float]:
+    """`torchrun --standalone --nproc-per-node 2 -m MODULE MODE ARGS` on CPU processes; the
+    result and how long it took."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", module, mode, *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "",
+             "OMP_NUM_THREADS": "1", **(env or {})})
+    return result, time.monotonic() - started
+
+
+def root_cause(stderr: str) -> str:
+    """torchrun's report of the first failure: the block under "Root Cause"."""
+    assert "Root Cause (first observed failure):" in stderr, stderr[-3000:]
+    return stderr.split("Root Cause (first observed failure):", 1)[1].split("=====", 1)[0]
+
+
+@DEBUGGING
+def test_a_collective_that_one_rank_skips_times_out(tmp_path):
+    result, took = debug_run("skip", "10")
+    assert result.returncode != 0
+    assert "Timed out waiting 10000ms" in result.stderr, result.stderr[-3000:]
+    assert "rank      : 0" in root_cause(result.stderr)  # the rank left waiting
+    assert took < 100, took  # 10 s of timeout, plus start and stop; not 30 minutes
+
+
+@DEBUGGING
+@pytest.mark.parametrize("debug", ["OFF", "DETAIL"])
+def test_detail_names_a_collective_mismatch(debug):
+    result, _ = debug_run("mismatch", env={"TORCH_DISTRIBUTED_DEBUG": debug})
+    assert result.returncode != 0
+    named = "Detected mismatch between collectives on ranks" in result.stderr
+    assert named == (debug == "DETAIL"), result.stderr[-3000:]
+    if debug == "DETAIL":
+        assert "TensorShape=[4]" in result.stderr and "TensorShape=[5]" in result.stderr
+
+
+RECORDLESS = """import sys
+from snippets.several_gpus.debugging_distributed import main
+main.__wrapped__(sys.argv[1])  # main without @record
+"""
+
+
+@DEBUGGING
+@pytest.mark.parametrize("decorated", [True, False], ids=["record", "no-record"])
+def test_record_puts_the_failed_workers_traceback_in_torchruns_report(decorated, tmp_path):
+    module, env = DEBUG_MODULE, {}
+    if not decorated:
+        (tmp_path / "recordless.py").write_text(RECORDLESS)
+        module = "recordless"
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(tmp_path)])
+    result, _ = debug_run("crash", module=module, env=env)
+    assert result.returncode != 0
+    report = root_cause(result.stderr)
+    assert "rank      : 1" in report  # the rank that raised, not the one torchrun stopped
+    if decorated:
+        assert "ValueError: rank 1 failed on purpose" in report, report
+    else:
+        assert "error_file: <N/A>" in report and "ValueError" not in report, report
+
+
+@DEBUGGING
+def test_py_spy_dump_finds_the_hung_rank(tmp_path):
+    """A job that hangs for real (rank 1 stuck, rank 0 waiting in an all-reduce with a timeout
+    of 10 minutes); py-spy dumps every worker's Python stack; the test finds the hung rank."""
+    py_spy = shutil.which("py-spy", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                          os.environ.get("PATH", "")]))
+    assert py_spy, "py-spy is in requirements/test.txt: pip install py-spy"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "snippets.several_gpus.debugging_distributed", "hang", "600"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "",
+             "OMP_NUM_THREADS": "1"}, start_new_session=True)
+    try:
+        pids = {}
+        while len(pids) < 2:  # "rank R ready (pid P)" from both workers
+            line = job.stdout.readline()
+            assert line, "the workers ended before they were ready"
+            if found := re.match(r"rank (\d) ready \(pid (\d+)\)", line):
+                pids[int(found[1])] = int(found[2])
+        time.sleep(2)  # both in place: rank 1 in its loop, rank 0 in the all-reduce
+        dumps = {rank: subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True,
+                                      text=True, timeout=60).stdout
+                 for rank, pid in pids.items()}
+    finally:
+        # torchrun starts each worker in a session of its own: killing torchrun's group alone
+        # would leave both workers running for their 10 minutes
+        for pid in (job.pid, *pids.values()):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        job.wait()
+    hung = [rank for rank, dump in dumps.items() if "load_next_batch_forever" in dump]
+    assert hung == [1], dumps
+    assert "all_reduce" in dumps[0] and "hang" in dumps[0], dumps[0]  # waiting for rank 1

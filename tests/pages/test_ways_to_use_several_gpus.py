@@ -97,6 +97,7 @@ def test_copy_between_gpus_arrives_and_is_timed():
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
 CLAIMS = {
+    "graph_share_of_fastest_python_min": 0.6,  # 1 KiB from a CUDA graph / fastest from Python
     "all_reduce_busbw_1gib_gbs": 300.0,     # all-reduce bus bandwidth at 1 GiB, at least
     "p2p_copy_1gib_gbs": 350.0,             # copy GPU 0 -> GPU 1 of 1 GiB, GB/s, at least
     "small_message_time_growth_max": 1.5,   # time at 1 MiB / time at 1 KiB, at most
@@ -143,3 +144,18 @@ def test_small_all_reduces_are_bound_by_latency(measured):
         assert growth <= CLAIMS["small_message_time_growth_max"], (str(run), growth)
         share = run.value(large, "busbw_gbs") / run.value(largest, "busbw_gbs")
         assert share < CLAIMS["small_message_speed_share_max"], (str(run), share)
+
+
+GRAPH = "ways_to_use_several_gpus.all_reduce_graph[{}]"
+
+
+def test_a_cuda_graph_removes_the_hosts_part_of_a_small_all_reduce_not_most_of_it(measured):
+    """The graph's runs and the Python calls' runs are separate: every graph run against
+    every run from Python (the same GPUs, the same message)."""
+    graph, python = GRAPH.format("1KiB"), ALL_REDUCE.format("1KiB")
+    from_python = [run.value(python, "per_op") for run in measured(python)]
+    for run in measured(graph):
+        replayed = run.value(graph, "per_op")
+        assert replayed < min(from_python), (str(run), replayed, from_python)
+        share = replayed / min(from_python)
+        assert share >= CLAIMS["graph_share_of_fastest_python_min"], (str(run), share)

@@ -59,29 +59,47 @@ class Cluster:
 
     def run_job(self, *args: str, cwd: Path, env: dict[str, str] | None = None,
                 timeout: float = 300) -> Job:
-        """`sbatch ARGS`, then wait until the job has ended, asking scontrol twice a second.
+        """`sbatch ARGS`, then wait until the job has ended."""
+        job = self.submit(*args, cwd=cwd, env=env)
+        return self.wait(job, timeout=timeout) if job.id else job
 
-        (`sbatch --wait` polls at growing intervals: a job that ended after 15 s was reported
-        after 42 s.)"""
+    def submit(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Job:
+        """`sbatch ARGS`; the job as submitted (state "SUBMITTED", or "NOT SUBMITTED")."""
         env = {**self.env, **(env or {})}
         submitted = subprocess.run(["sbatch", "--parsable", *args], cwd=cwd, env=env,
                                    capture_output=True, text=True, timeout=60)
         if submitted.returncode != 0:
             return Job(None, "NOT SUBMITTED", "", submitted.stdout + submitted.stderr)
-        job_id = submitted.stdout.strip().split(";")[0]
+        return Job(submitted.stdout.strip().split(";")[0], "SUBMITTED", "", submitted.stdout)
+
+    def fields(self, job_id: str) -> dict[str, str]:
+        """`scontrol show job`, as a dict: JobState, ExitCode, Restarts, ..."""
+        shown = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], env=self.env,
+                               capture_output=True, text=True, timeout=30).stdout
+        return dict(re.findall(r"(\w+)=(\S*)", shown))
+
+    def wait(self, job: Job, timeout: float = 300) -> Job:
+        """Wait until the job has ended, asking scontrol twice a second.
+
+        (`sbatch --wait` polls at growing intervals: a job that ended after 15 s was reported
+        after 42 s.)"""
         deadline = time.monotonic() + timeout
         while True:
-            shown = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], env=env,
-                                   capture_output=True, text=True, timeout=30).stdout
-            fields = dict(re.findall(r"(\w+)=(\S*)", shown))
+            fields = self.fields(job.id)
             state = fields.get("JobState", "UNKNOWN")
             if state in FINISHED:
-                return Job(job_id, state, fields.get("ExitCode", ""), submitted.stdout)
+                return Job(job.id, state, fields.get("ExitCode", ""), job.submitted)
             if time.monotonic() > deadline:
-                subprocess.run(["scancel", job_id], env=env, timeout=30)
-                return Job(job_id, f"still {state} after {timeout:.0f} s (cancelled)", "",
-                           submitted.stdout)
+                subprocess.run(["scancel", job.id], env=self.env, timeout=30)
+                return Job(job.id, f"still {state} after {timeout:.0f} s (cancelled)", "",
+                           job.submitted)
             time.sleep(0.5)
+
+    def signal_batch_script(self, job_id: str, signal_name: str) -> None:
+        """What `--signal=B:SIG@...` does before the time limit, now: the signal to the job's
+        batch script (`scancel --batch --signal`)."""
+        subprocess.run(["scancel", "--batch", f"--signal={signal_name}", job_id], env=self.env,
+                       check=True, capture_output=True, timeout=30)
 
     def log(self, name: str, lines: int = 40) -> str:
         """The end of a daemon's log: slurmctld.log, slurmd-127.0.0.1.log, munged.log."""
