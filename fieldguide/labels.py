@@ -52,7 +52,8 @@ FIELD_LABELS: dict[str, str] = {
     "device_busy_pct": "GPU busy", "products_pct": "Matrix products", "attention_pct": "Attention",
     "other_pct": "Other GPU work",
     "first_call_s": "First call", "second_call_s": "Second call", "graphs": "Graphs compiled",
-    "peak_gib_per_gpu": "Peak memory per GPU", "allocated_gib_per_gpu": "Allocated per GPU", "state_gib_per_gpu": "Training state per GPU",
+    "peak_gib_per_gpu": "Peak memory per GPU", "allocated_gib_per_gpu": "Allocated per GPU",
+    "state_gib_per_gpu": "Training state per GPU",
     "bubble_formula": "Idle share, (S−1)/(M+S−1)", "gpus": "GPUs",
     # the dtype each module ran in (mixed-precision training): PyTorch's own class names
     "Embedding": "Embedding", "LayerNorm": "LayerNorm", "Linear": "Linear",
