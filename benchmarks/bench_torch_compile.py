@@ -1,6 +1,6 @@
 """Benchmarks behind docs/compilers/torch-compile.md.
 
-`chain`: bias + sigmoid-GELU on a float32 (rows, 4096) tensor, eager (five kernels) and compiled in
+`chain`: bias + sigmoid-GELU on a float32 (rows, 4096) tensor, eager (four kernels) and compiled in
 each mode; `bytes` is what one fused pass must move (read x, write the result). `mlp`: four
 residual feed-forward blocks (width 1024) on 64 tokens, forward only, under `torch.no_grad()`.
 `train_step`: the same model on 256 tokens, forward, backward and an AdamW step. No max-autotune

@@ -28,11 +28,21 @@ CLAIMS = {
 def test_compiled_chain_matches_eager_and_is_one_kernel(snippet, capfd):
     snippet.show_generated_code()
     code = capfd.readouterr().err
-    # One generated kernel for five operations: a Triton kernel on a GPU, a C++ one on a CPU.
+    # One generated kernel for four operations: a Triton kernel on a GPU, a C++ one on a CPU.
     kernels = re.findall(r"= async_compile\.(triton|cpp_pybinding)\(", code)
     assert len(kernels) == 1, kernels
     x, bias = snippet.chain_inputs()
     torch.testing.assert_close(snippet.compiled_bias_gelu(x, bias), snippet.bias_gelu(x, bias))
+
+
+def test_eager_chain_is_four_operations(snippet):
+    # Eagerly each aten operation is one kernel: add, multiply, sigmoid, multiply.
+    x, bias = snippet.chain_inputs()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        snippet.bias_gelu(x, bias)
+    ops = sorted(e.name for e in prof.events() if e.name in {"aten::add", "aten::mul",
+                                                            "aten::sigmoid"})
+    assert ops == ["aten::add", "aten::mul", "aten::mul", "aten::sigmoid"], ops
 
 
 def first_call_in_new_process(cache_dir):
