@@ -123,7 +123,9 @@ def make_train_step(model, mode):
         loss = loss_of(x, target)
         loss.backward()
         optimizer.step()
-        return loss.detach()
+        # Under reduce-overhead the loss lives in the CUDA graph's memory, which the next
+        # replay overwrites: a copy is what a caller can keep (losses.append(step(...))).
+        return loss.detach().clone()
 
     return train_step
 # --8<-- [end:train_step]
