@@ -14,8 +14,9 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def bias_gelu(x, bias):
-    """A bias, then the sigmoid approximation of GELU: four elementwise operations (add,
-    multiply, sigmoid, multiply), so four kernels eagerly, each reading and writing the whole tensor."""
+    """A bias, then the sigmoid approximation of GELU: four elementwise operations
+    (add, multiply, sigmoid, multiply), so four kernels eagerly, each reading and
+    writing the whole tensor."""
     y = x + bias
     return y * torch.sigmoid(1.702 * y)
 
@@ -123,8 +124,8 @@ def make_train_step(model, mode):
         loss = loss_of(x, target)
         loss.backward()
         optimizer.step()
-        # Under reduce-overhead the loss lives in the CUDA graph's memory, which the next
-        # replay overwrites: a copy is what a caller can keep (losses.append(step(...))).
+        # Under reduce-overhead the loss lives in the CUDA graph's memory, which the
+        # next replay overwrites: a copy is what a caller can keep in a list.
         return loss.detach().clone()
 
     return train_step

@@ -15,9 +15,10 @@ import torch
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 if device.type == "cpu":
     # No GPU: Triton's interpreter runs each kernel with NumPy, slowly but line by
-    # line, so a debugger or print() can follow it. Triton reads this when triton.language
-    # is first imported: if anything imported Triton earlier (torch.compile does), it is
-    # too late here, so set it in the shell: TRITON_INTERPRET=1 python script.py
+    # line, so a debugger or print() can follow it. Triton reads this when
+    # triton.language is first imported: if anything imported Triton earlier
+    # (torch.compile does), it is too late here, so set it in the shell:
+    # TRITON_INTERPRET=1 python script.py
     os.environ["TRITON_INTERPRET"] = "1"
 
 import triton
@@ -37,8 +38,9 @@ WARPS = (4, 8, 16) if device.type == "cuda" else (4,)
     key=["n_cols"],          # tune again when the row length changes
 )
 @triton.jit
-def softmax_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK: tl.constexpr):
-    # int64: row * stride overflows int32 once a tensor has 2**31 elements (8 GiB of float32)
+def softmax_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride,
+                   BLOCK: tl.constexpr):
+    # int64: in int32, row * stride overflows from 2**31 elements (8 GiB of float32)
     row = tl.program_id(0).to(tl.int64)      # which row this program owns
     cols = tl.arange(0, BLOCK)               # BLOCK: a power of two >= n_cols
     mask = cols < n_cols                     # the lanes past the row's end do nothing
@@ -68,21 +70,22 @@ def softmax_backward_kernel(y_ptr, dy_ptr, dx_ptr, n_cols, y_row_stride, dy_row_
 # --8<-- [start:op]
 from torch.library import triton_op, wrap_triton
 
-# The whole row sits in one program's registers: longer rows need a kernel that loops over
-# the row in chunks (or torch.softmax), not a bigger block.
+# The whole row sits in one program's registers: longer rows need a kernel that
+# loops over the row in chunks (or torch.softmax), not a bigger block.
 MAX_COLS = 16384
 
 
 def rows_of(t: torch.Tensor, what: str) -> torch.Tensor:
-    """t as rows the kernels can read: 2-D, not too long, values of a row next to each other."""
+    """t as rows the kernels can read: 2-D, not too long, a row's values adjacent."""
     if t.ndim != 2:
         raise ValueError(f"fieldguide::softmax: {what} must be 2-D (rows, columns), "
                          f"got shape {tuple(t.shape)}")
     if t.shape[1] > MAX_COLS:
-        raise ValueError(f"fieldguide::softmax: rows of {t.shape[1]} values are longer than the "
-                         f"{MAX_COLS} this one-block-per-row kernel holds; use torch.softmax")
-    # Rows may be any distance apart (their stride goes to the kernel); the values of a row
-    # must be adjacent, so a column-strided view (a transpose, say) is copied once, here.
+        raise ValueError(f"fieldguide::softmax: rows of {t.shape[1]} values are longer "
+                         f"than the {MAX_COLS} this one-block-per-row kernel holds; "
+                         "use torch.softmax")
+    # Rows may be any distance apart (their stride goes to the kernel); the values of
+    # a row must be adjacent, so a column-strided view (a transpose) is copied, here.
     return t if t.stride(1) == 1 else t.contiguous()
 
 
