@@ -73,7 +73,6 @@ from torch import nn
 
 def mlp_block(width=1024 if device.type == "cuda" else 64):
     """A transformer's feed-forward block: norm, widen, GELU, narrow, add back."""
-    torch.manual_seed(0)
     return nn.Sequential(
         nn.LayerNorm(width),
         nn.Linear(width, 4 * width), nn.GELU(),
@@ -90,8 +89,12 @@ class Residual(nn.Module):
         return x + self.inner(x)
 
 
-def mlp_model(blocks=4, width=1024 if device.type == "cuda" else 64):
-    return nn.Sequential(*(Residual(mlp_block(width)) for _ in range(blocks)))
+def mlp_model(blocks=4, width=1024 if device.type == "cuda" else 64, seed=0):
+    """Residual blocks with weights drawn from `seed`: two models built alike start
+    equal (the tests compare them), and the global random state is left alone."""
+    with torch.random.fork_rng(devices=[]):   # the weights are drawn on the CPU
+        torch.manual_seed(seed)
+        return nn.Sequential(*(Residual(mlp_block(width)) for _ in range(blocks)))
 # --8<-- [end:mlp]
 
 

@@ -65,6 +65,14 @@ def test_a_filled_cache_makes_the_next_process_compile_faster(tmp_path):
     assert any(tmp_path.rglob("*.py")), "Inductor wrote its generated code into the cache"
 
 
+def test_mlp_models_built_alike_are_equal_and_blocks_differ(snippet):
+    first, second = snippet.mlp_model(blocks=2, width=16), snippet.mlp_model(blocks=2, width=16)
+    for a, b in zip(first.parameters(), second.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+    weight = [block.inner[1].weight for block in first]
+    assert not torch.equal(weight[0], weight[1])   # not the same block repeated
+
+
 def test_mlp_model_keeps_the_shape_and_adds_a_residual(snippet):
     model = snippet.mlp_model(blocks=2, width=16)
     x = torch.randn(3, 16, device=snippet.device)
