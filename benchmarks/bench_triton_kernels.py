@@ -31,7 +31,7 @@ WORDS = {
 
 COLS = 4096
 SOFTMAX_FLOPS = 5  # per element: max, subtract, exp, add, divide
-ROWS = [512, 4096, 32768]  # 8 MiB, 64 MiB, 512 MiB of float32
+ROWS = [512, 4096, 32768, 131072]  # 8 MiB, 64 MiB, 512 MiB, 2 GiB of float32
 IMPLS = {
     "triton": snippet.softmax,
     "eager": snippet.naive_softmax,
