@@ -1,7 +1,7 @@
 """Benchmarks behind docs/compilers/custom-kernels.md.
 
 `bias_gelu`: bias + sigmoid-GELU on a float32 (8192, 4096) array (128 MiB) four ways: CuPy array
-operations (five kernels), a CuPy ElementwiseKernel (one), PyTorch eager (five) and compiled
+operations (six kernels), a CuPy ElementwiseKernel (one), PyTorch eager (four) and compiled
 (one). `softmax`: the CuPy RawKernel softmax on float32 (rows, 4096), to set beside the Triton
 kernel's `triton_kernels.softmax`. `bytes` is what one fused pass must move (read the input, write
 the output); `flops` counts the arithmetic per element (an exp or a division as one), for the

@@ -1,7 +1,7 @@
 """Benchmarks behind docs/compilers/triton-kernels.md.
 
 `softmax`: a row-wise softmax of a float32 (rows, 4096) tensor, four ways: the Triton kernel of the
-page (`triton`), the formula written in PyTorch run eagerly (`eager`, four kernels) and compiled by
+page (`triton`), the formula written in PyTorch run eagerly (`eager`, five kernels) and compiled by
 Inductor (`compiled`, one kernel), and PyTorch's own `torch.softmax` (`torch`). `copy`: the same
 tensor copied, the ceiling a one-pass kernel can reach. `bytes` is what one pass must move (read the
 input, write the output), so `bandwidth_gbs` compares every variant with the copy; `flops` counts
@@ -31,7 +31,7 @@ WORDS = {
 
 COLS = 4096
 SOFTMAX_FLOPS = 5  # per element: max, subtract, exp, add, divide
-ROWS = [512, 4096, 32768]  # 8 MiB, 64 MiB, 512 MiB of float32
+ROWS = [512, 4096, 32768, 131072]  # 8 MiB, 64 MiB, 512 MiB, 2 GiB of float32
 IMPLS = {
     "triton": snippet.softmax,
     "eager": snippet.naive_softmax,

@@ -18,7 +18,8 @@ bias_gelu_kernel = cp.ElementwiseKernel(
 
 
 def bias_gelu_eager(x, bias):
-    """The same in CuPy array operations: five kernels, five passes over memory."""
+    """The same in CuPy array operations: six kernels (add, multiply, exp, add, divide,
+    multiply), six passes over memory."""
     y = x + bias
     return y * (1 / (1 + cp.exp(-1.702 * y)))
 # --8<-- [end:elementwise]
@@ -68,6 +69,11 @@ softmax_kernel = cp.RawKernel(softmax_source, "softmax_rows")
 
 def softmax(x, threads=256):
     """Row-wise softmax of a C-contiguous 2-D float32 CuPy array."""
+    # The warp shuffles name all 32 lanes (mask 0xffffffff) and scratch holds 32 warps:
+    # a partial warp or a block over 1024 threads would give wrong sums.
+    if threads % 32 or not 32 <= threads <= 1024:
+        raise ValueError(f"softmax: threads={threads} must be a multiple of 32 between "
+                         "32 and 1024 (the kernel reduces whole warps); try 256")
     if x.dtype != cp.float32 or x.ndim != 2 or not x.flags.c_contiguous:
         raise ValueError(f"softmax wants a C-contiguous 2-D float32 array, got "
                          f"{x.dtype} with shape {x.shape}")

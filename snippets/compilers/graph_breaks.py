@@ -35,7 +35,8 @@ def print_in_the_middle(x):
 # --8<-- [start:explain]
 def explain(fn, *args):
     """What Dynamo captures of fn(*args): graphs, breaks and why. Nothing is
-    compiled."""
+    compiled, but fn runs (its side effects happen), and explain resets Dynamo:
+    every function compiled before in this process compiles again on its next call."""
     report = torch._dynamo.explain(fn)(*args)
     reasons = [b.reason.splitlines()[0] for b in report.break_reasons]
     return report.graph_count, report.graph_break_count, reasons

@@ -14,8 +14,9 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def bias_gelu(x, bias):
-    """A bias, then the sigmoid approximation of GELU: five elementwise operations, so
-    five kernels eagerly, each reading and writing the whole tensor."""
+    """A bias, then the sigmoid approximation of GELU: four elementwise operations
+    (add, multiply, sigmoid, multiply), so four kernels eagerly, each reading and
+    writing the whole tensor."""
     y = x + bias
     return y * torch.sigmoid(1.702 * y)
 
@@ -72,7 +73,6 @@ from torch import nn
 
 def mlp_block(width=1024 if device.type == "cuda" else 64):
     """A transformer's feed-forward block: norm, widen, GELU, narrow, add back."""
-    torch.manual_seed(0)
     return nn.Sequential(
         nn.LayerNorm(width),
         nn.Linear(width, 4 * width), nn.GELU(),
@@ -89,8 +89,12 @@ class Residual(nn.Module):
         return x + self.inner(x)
 
 
-def mlp_model(blocks=4, width=1024 if device.type == "cuda" else 64):
-    return nn.Sequential(*(Residual(mlp_block(width)) for _ in range(blocks)))
+def mlp_model(blocks=4, width=1024 if device.type == "cuda" else 64, seed=0):
+    """Residual blocks with weights drawn from `seed`: two models built alike start
+    equal (the tests compare them), and the global random state is left alone."""
+    with torch.random.fork_rng(devices=[]):   # the weights are drawn on the CPU
+        torch.manual_seed(seed)
+        return nn.Sequential(*(Residual(mlp_block(width)) for _ in range(blocks)))
 # --8<-- [end:mlp]
 
 
@@ -123,7 +127,9 @@ def make_train_step(model, mode):
         loss = loss_of(x, target)
         loss.backward()
         optimizer.step()
-        return loss.detach()
+        # Under reduce-overhead the loss lives in the CUDA graph's memory, which the
+        # next replay overwrites: a copy is what a caller can keep in a list.
+        return loss.detach().clone()
 
     return train_step
 # --8<-- [end:train_step]

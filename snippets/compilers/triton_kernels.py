@@ -15,7 +15,10 @@ import torch
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 if device.type == "cpu":
     # No GPU: Triton's interpreter runs each kernel with NumPy, slowly but line by
-    # line, so a debugger or print() can follow it. Set it before importing triton.
+    # line, so a debugger or print() can follow it. Triton reads this when
+    # triton.language is first imported: if anything imported Triton earlier
+    # (torch.compile does), it is too late here, so set it in the shell:
+    # TRITON_INTERPRET=1 python script.py
     os.environ["TRITON_INTERPRET"] = "1"
 
 import triton
@@ -35,57 +38,77 @@ WARPS = (4, 8, 16) if device.type == "cuda" else (4,)
     key=["n_cols"],          # tune again when the row length changes
 )
 @triton.jit
-def softmax_kernel(x_ptr, y_ptr, n_cols, row_stride, BLOCK: tl.constexpr):
-    row = tl.program_id(0)                   # which row this program owns
+def softmax_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride,
+                   BLOCK: tl.constexpr):
+    # int64: in int32, row * stride overflows from 2**31 elements (8 GiB of float32)
+    row = tl.program_id(0).to(tl.int64)      # which row this program owns
     cols = tl.arange(0, BLOCK)               # BLOCK: a power of two >= n_cols
     mask = cols < n_cols                     # the lanes past the row's end do nothing
-    x = tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf"))
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf"))
     x = x - tl.max(x, axis=0)                # exp() of numbers <= 0 cannot overflow
     numerator = tl.exp(x)
     y = numerator / tl.sum(numerator, axis=0)
-    tl.store(y_ptr + row * row_stride + cols, y, mask=mask)
+    tl.store(y_ptr + row * y_row_stride + cols, y, mask=mask)
 # --8<-- [end:kernel]
 
 
 # --8<-- [start:backward_kernel]
 @triton.jit
-def softmax_backward_kernel(y_ptr, dy_ptr, dx_ptr, n_cols, row_stride,
-                            BLOCK: tl.constexpr):
+def softmax_backward_kernel(y_ptr, dy_ptr, dx_ptr, n_cols, y_row_stride, dy_row_stride,
+                            dx_row_stride, BLOCK: tl.constexpr):
     """dx = y * (dy - sum(y * dy)) for one row: reads y and dy once, writes dx."""
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    offsets = row * row_stride + cols
-    y = tl.load(y_ptr + offsets, mask=mask, other=0.0)
-    dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)
+    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)
     dx = y * (dy - tl.sum(y * dy, axis=0))
-    tl.store(dx_ptr + offsets, dx, mask=mask)
+    tl.store(dx_ptr + row * dx_row_stride + cols, dx, mask=mask)
 # --8<-- [end:backward_kernel]
 
 
 # --8<-- [start:op]
 from torch.library import triton_op, wrap_triton
 
+# The whole row sits in one program's registers: longer rows need a kernel that
+# loops over the row in chunks (or torch.softmax), not a bigger block.
+MAX_COLS = 16384
+
+
+def rows_of(t: torch.Tensor, what: str) -> torch.Tensor:
+    """t as rows the kernels can read: 2-D, not too long, a row's values adjacent."""
+    if t.ndim != 2:
+        raise ValueError(f"fieldguide::softmax: {what} must be 2-D (rows, columns), "
+                         f"got shape {tuple(t.shape)}")
+    if t.shape[1] > MAX_COLS:
+        raise ValueError(f"fieldguide::softmax: rows of {t.shape[1]} values are longer "
+                         f"than the {MAX_COLS} this one-block-per-row kernel holds; "
+                         "use torch.softmax")
+    # Rows may be any distance apart (their stride goes to the kernel); the values of
+    # a row must be adjacent, so a column-strided view (a transpose) is copied, here.
+    return t if t.stride(1) == 1 else t.contiguous()
+
 
 @triton_op("fieldguide::softmax", mutates_args=())
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of a 2-D tensor, one Triton program per row."""
-    x = x.contiguous()
-    y = torch.empty_like(x)
+    x = rows_of(x, "x")
     n_rows, n_cols = x.shape
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     grid = (n_rows,)                          # one program per row
-    wrap_triton(softmax_kernel)[grid](        # wrap_triton: torch.compile can trace it
-        x, y, n_cols, x.stride(0), BLOCK=triton.next_power_of_2(n_cols))
+    wrap_triton(softmax_kernel)[grid](        # wrap_triton: required inside a triton_op
+        x, y, n_cols, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n_cols))
     return y
 
 
 @triton_op("fieldguide::softmax_backward", mutates_args=())
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    dy = dy.contiguous()
-    dx = torch.empty_like(y)
+    y, dy = rows_of(y, "y"), rows_of(dy, "dy")
     n_rows, n_cols = y.shape
+    dx = torch.empty((n_rows, n_cols), dtype=y.dtype, device=y.device)
     wrap_triton(softmax_backward_kernel)[(n_rows,)](
-        y, dy, dx, n_cols, y.stride(0), BLOCK=triton.next_power_of_2(n_cols))
+        y, dy, dx, n_cols, y.stride(0), dy.stride(0), dx.stride(0),
+        BLOCK=triton.next_power_of_2(n_cols))
     return dx
 
 
@@ -104,7 +127,7 @@ softmax.register_autograd(backward, setup_context=setup_context)
 
 # --8<-- [start:references]
 def naive_softmax(x):
-    """Softmax as one writes it in PyTorch: four kernels eagerly (max, subtract and exp,
+    """Softmax as one writes it in PyTorch: five kernels eagerly (max, subtract, exp,
     sum, divide), each reading or writing the whole tensor."""
     shifted = x - x.max(dim=-1, keepdim=True).values
     numerator = shifted.exp()

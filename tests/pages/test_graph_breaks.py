@@ -55,6 +55,33 @@ def test_each_new_length_recompiles_unless_the_dimension_is_dynamic(snippet):
     assert snippet.graphs_for_lengths(lengths, mark_dynamic=True) == 1
 
 
+def test_past_the_recompile_limit_the_function_runs_eagerly(snippet):
+    limit = torch._dynamo.config.recompile_limit
+    assert limit == 8  # the default the page states
+    lengths = [100 * (i + 1) for i in range(limit + 3)]
+    assert snippet.graphs_for_lengths(lengths, dynamic=False) == limit  # then no more graphs
+    # ...and the calls past the limit still compute the right thing, in Python
+    compiled = torch.compile(snippet.scale_by_max, backend=snippet.CountingBackend(),
+                             dynamic=False)
+    for n in lengths:
+        x = torch.randn(n, device=snippet.device)
+        torch.testing.assert_close(compiled(x), snippet.scale_by_max(x))
+
+
+def test_explain_runs_the_function_and_resets_dynamo(snippet, capfd):
+    torch.compiler.reset()
+    backend = snippet.CountingBackend()
+    compiled = torch.compile(snippet.scale_by_max, backend=backend)
+    x = torch.randn(16, device=snippet.device)
+    compiled(x)
+    compiled(x)
+    assert backend.graphs == 1                    # compiled once, then reused
+    snippet.explain(snippet.print_in_the_middle, x)
+    assert "halfway" in capfd.readouterr().out    # the function ran
+    compiled(x)
+    assert backend.graphs == 2                    # the compiled code was thrown away
+
+
 def test_logs_name_the_break_and_the_recompile(snippet, capfd):
     snippet.show_breaks_and_recompiles(torch.randn(64, device=snippet.device))
     logged = capfd.readouterr().err
