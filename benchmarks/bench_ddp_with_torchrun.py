@@ -26,7 +26,7 @@ LABELS = {
     "step[2gpus-4096]": "DDP on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",
     "step[1gpu-16384]": "One GPU, no DDP: a training step of {batch_per_gpu} samples",
     "step[2gpus-16384]": "DDP on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",
-    "step_bucket_view": "DDP on 2 GPUs, gradient_as_bucket_view=True: a training step of "
+    "step_bucket_view": "DDP on 2 GPUs, `gradient_as_bucket_view=True`: a training step of "
                         "{batch_per_gpu} samples per GPU",
 }
 WORDS = {}

@@ -6,6 +6,7 @@ This file is also the worker for the per-rank checks (`python tests/pages/test_s
 OUT_DIR` under torchrun): each rank writes what it holds to OUT_DIR/rank<N>.json.
 """
 
+import gc
 import json
 import os
 import re
@@ -230,6 +231,12 @@ def rank_checks(out_dir):
     seen["backend"] = dist.get_backend()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(seen, f)
+    # No collective in flight and no model holding gloo's work when the groups go: a gloo worker
+    # thread still holding tensors at interpreter exit aborts the process (pytorch#179291), which
+    # happened here once in a loaded run ("terminate called without an active exception")
+    dist.barrier()
+    del model, optimizer, trained
+    gc.collect()
     dist.destroy_process_group()
 
 
