@@ -3,7 +3,8 @@
    - A table wider than its column scrolls inside Material's .md-typeset__scrollwrap. A keyboard
      user can scroll only what can take focus, and a screen reader names only what has a label:
      each wrapper that scrolls becomes a focusable region named after its table's columns
-     (scrollable-region-focusable). One that fits takes no tab stop.
+     (scrollable-region-focusable). One that fits takes no tab stop. So does a notebook page's
+     code cell (mkdocs-jupyter's .highlight-ipynb) wider than its column: a region named "Code cell".
    - A code annotation's marker is a link whose number CSS draws: it gets that number as its
      name (link-name).
    Material adds both after the page loads, and again when the window's width changes what
@@ -14,11 +15,13 @@
     return heads.length ? "Table: " + heads.filter(Boolean).join(", ") : "Table";
   }
   function mark() {
-    for (const wrap of document.querySelectorAll(".md-typeset__scrollwrap")) {
+    const scrolling = [...document.querySelectorAll(".md-typeset__scrollwrap"),
+                       ...document.querySelectorAll(".jupyter-wrapper .highlight-ipynb")];
+    for (const wrap of scrolling) {
       if (wrap.scrollWidth > wrap.clientWidth + 1) {
         wrap.setAttribute("tabindex", "0");
         wrap.setAttribute("role", "region");
-        wrap.setAttribute("aria-label", label(wrap));
+        wrap.setAttribute("aria-label", wrap.matches(".highlight-ipynb") ? "Code cell" : label(wrap));
       } else {
         ["tabindex", "role", "aria-label"].forEach(a => wrap.removeAttribute(a));
       }
