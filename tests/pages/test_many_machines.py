@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -386,18 +387,25 @@ def test_py_spy_dump_finds_the_hung_rank(tmp_path):
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "",
              "OMP_NUM_THREADS": "1"}, start_new_session=True)
+    # A job that never says it is ready is stopped, so the read below ends instead of hanging
+    deadline = threading.Timer(TIMEOUT, os.killpg, (job.pid, signal.SIGKILL))
+    deadline.start()
     try:
-        pids = {}
+        pids, said = {}, ""
         while len(pids) < 2:  # "rank R ready (pid P)" from both workers
             line = job.stdout.readline()
-            assert line, "the workers ended before they were ready"
-            if found := re.match(r"rank (\d) ready \(pid (\d+)\)", line):
-                pids[int(found[1])] = int(found[2])
+            assert line, f"the workers ended before they were ready: {said!r}"
+            # Unbuffered (PYTHONUNBUFFERED=1), a print is two writes, the text and its newline,
+            # so the two workers' lines can interleave: search all that was said, not each line
+            said += line
+            pids = {int(rank): int(pid)
+                    for rank, pid in re.findall(r"rank (\d) ready \(pid (\d+)\)", said)}
         time.sleep(2)  # both in place: rank 1 in its loop, rank 0 in the all-reduce
         dumps = {rank: subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True,
                                       text=True, timeout=60).stdout
                  for rank, pid in pids.items()}
     finally:
+        deadline.cancel()
         # torchrun starts each worker in a session of its own: killing torchrun's group alone
         # would leave both workers running for their 10 minutes
         for pid in (job.pid, *pids.values()):
