@@ -62,7 +62,7 @@ def build_pipeline(model, pp_mesh, device, microbatches, schedule=ScheduleGPipe)
     """
     rank, stages = pp_mesh.get_local_rank(), pp_mesh.size()
     if schedule is Schedule1F1B and microbatches < stages:
-        raise ValueError(f"Schedule1F1B needs at least as many micro-batches as stages: "
+        raise ValueError("Schedule1F1B needs at least as many micro-batches as stages: "
                          f"got {microbatches} micro-batches for {stages} stages; "
                          f"pass microbatches >= {stages}, or use ScheduleGPipe")
     part = split_model(model, rank, stages).to(device)

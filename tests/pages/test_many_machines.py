@@ -274,6 +274,7 @@ def _processes_of(job_id: str, node: str) -> list[int]:
     return found
 
 
+@pytest.mark.timed  # the job must end within a bound of the kill, measured live
 def test_when_a_nodes_processes_die_the_job_ends_promptly(slurm, workdir):
     """Every process of the job on the second node killed at once, its slurmd alive to report
     it: srun --kill-on-bad-exit ends the whole job, instead of leaving the first node's worker
@@ -331,6 +332,7 @@ def root_cause(stderr: str) -> str:
 
 
 @DEBUGGING
+@pytest.mark.timed  # debug_run bounds each job's wall time
 def test_a_collective_that_one_rank_skips_times_out(tmp_path):
     result, took = debug_run("skip", "10")
     assert result.returncode != 0
@@ -340,6 +342,7 @@ def test_a_collective_that_one_rank_skips_times_out(tmp_path):
 
 
 @DEBUGGING
+@pytest.mark.timed  # debug_run bounds each job's wall time
 @pytest.mark.parametrize("debug", ["OFF", "DETAIL"])
 def test_detail_names_a_collective_mismatch(debug):
     result, _ = debug_run("mismatch", env={"TORCH_DISTRIBUTED_DEBUG": debug})
@@ -357,6 +360,7 @@ main.__wrapped__(sys.argv[1])  # main without @record
 
 
 @DEBUGGING
+@pytest.mark.timed  # debug_run bounds each job's wall time
 @pytest.mark.parametrize("decorated", [True, False], ids=["record", "no-record"])
 def test_record_puts_the_failed_workers_traceback_in_torchruns_report(decorated, tmp_path):
     module, env = DEBUG_MODULE, {}

@@ -51,8 +51,11 @@ CONTRIBUTOR_PAGES = {"contributing", "reference"}  # the code's own docstrings, 
 
 
 def _pages(site: Path) -> list[Path]:
-    return sorted(p for p in site.rglob("index.html")
-                  if p.relative_to(site).parts[0] not in {"assets", *CONTRIBUTOR_PAGES})
+    """The pages whose numbers the site writes. Not the notebook pages (notebooks/): they show
+    the notebooks as they are, code and the plugin's own styles, and a lesson's measured numbers
+    stay on the lesson (a notebook points there instead)."""
+    left_out = {"assets", "notebooks", *CONTRIBUTOR_PAGES}
+    return sorted(p for p in site.rglob("index.html") if p.relative_to(site).parts[0] not in left_out)
 
 
 def test_every_number_on_every_page_follows_the_rule(built_site):

@@ -99,7 +99,8 @@ def test_it_creates_each_file_with_the_conventions(repo):
 
 def test_a_draft_is_listed_in_draft_docs_with_no_nav_entry_and_no_rule(repo):
     _, _, out, scaffolded = repo
-    assert "draft_docs: |\n  memory-tricks/tiny-sums.md\n" in scaffolded["mkdocs.yml"]
+    drafts = re.search(r"^draft_docs:[ \t]*\|[ \t]*\n((?:[ \t]+\S.*\n)*)", scaffolded["mkdocs.yml"], re.M)
+    assert drafts and "  memory-tricks/tiny-sums.md" in drafts[1].splitlines(), scaffolded["mkdocs.yml"]
     assert "tiny-sums" not in scaffolded["mkdocs.yml"].split("\nnav:\n", 1)[1]
     assert "listed memory-tricks/tiny-sums.md under draft_docs" in out
     assert "tiny-sums" not in scaffolded["docs/cheat-sheet.md"]
