@@ -136,7 +136,14 @@ def render_memory(code, build, page) -> str:
     (bench,) = build.benchmarks(code, code.args, page)
     rows = bench.extra.get("memory_timeline")
     title = code.options.get("title")
-    svgs = drawn(build.root, draw, rows, title=title, levels=bench.extra.get("memory_levels"))
+    # a level's recorded name reads through the module's WORDS, as any recorded value does
+    from fieldguide import labels
+    from fieldguide.timings import benchmark_location
+
+    words = labels.declarations(build.root / benchmark_location(bench.fullname)[0])[1]
+    levels = [[words.get(name, name), value]
+              for name, value in bench.extra.get("memory_levels") or []] or None
+    svgs = drawn(build.root, draw, rows, title=title, levels=levels)
     table = summary_markdown(rows) + shortcodes.table_markdown(build, [bench], ["median", "runs"])
     gpu = build.timings(code.gpu).gpu
     return figures.embed(build, svgs, title or f"memory timeline of {bench.name}",
