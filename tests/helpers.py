@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fieldguide import ROOT
 from fieldguide import pages as pages_module
 from fieldguide.pages import pages  # noqa: F401 (the tests import it from here)
@@ -158,3 +160,15 @@ def assert_each_waits_for_its_gpu_work(cases: dict) -> None:
             busy @ busy
         fn(*args)
         assert torch.cuda.current_stream().query(), f"{name} returned before its GPU work ended"
+
+
+# The per-rank checks of the several-GPU pages: gloo on 2 and 4 CPU processes (CI), and NCCL on
+# as many GPUs where the machine has them (skipped, and listed by make test-gpu, where not).
+RANK_PROCESSES = [("gloo", 2), ("gloo", 4),
+                  pytest.param(("nccl", 2), marks=pytest.mark.gpus(2)),
+                  pytest.param(("nccl", 4), marks=pytest.mark.gpus(4))]
+
+
+def process_id(param):
+    backend, n = param
+    return f"{backend}-{n}"

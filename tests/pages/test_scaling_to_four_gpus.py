@@ -16,18 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_python
+from tests.helpers import RANK_PROCESSES, process_id, run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
-PROCESSES = [("gloo", 2), ("gloo", 4),
-             pytest.param(("nccl", 2), marks=pytest.mark.gpus(2)),
-             pytest.param(("nccl", 4), marks=pytest.mark.gpus(4))]
-
-
-def process_id(param):
-    backend, n = param
-    return f"{backend}-{n}"
+PROCESSES = RANK_PROCESSES
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/scaling.py")
 

@@ -14,16 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import RANK_PROCESSES, process_id
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
-PROCESSES = [("gloo", 2), ("gloo", 4),
-             pytest.param(("nccl", 2), marks=pytest.mark.gpus(2)),
-             pytest.param(("nccl", 4), marks=pytest.mark.gpus(4))]
-
-
-def process_id(param):
-    backend, n = param
-    return f"{backend}-{n}"
+PROCESSES = RANK_PROCESSES
 DIM, HIDDEN = 256, 1024  # the snippet's Block() defaults
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/tensor_parallelism.py")
