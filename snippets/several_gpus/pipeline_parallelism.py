@@ -124,6 +124,8 @@ from snippets.several_gpus.tensor_parallelism import start_mesh  # noqa: E402
 
 if __name__ == "__main__":
     # --8<-- [start:main]
+    import gc
+
     mesh, device = start_mesh(names=("pp",))
     try:
         rank, stages = mesh.get_local_rank(), mesh.size()
@@ -137,5 +139,6 @@ if __name__ == "__main__":
                 print(f"  {m:2} micro-batches: idle {bubble_fraction(stages, m):.0%}")
             print(f"schedules: {', '.join(schedules())}")
     finally:
+        gc.collect()  # a mesh's groups sit in reference cycles: free them while Python is whole
         dist.destroy_process_group()
     # --8<-- [end:main]

@@ -143,6 +143,8 @@ from snippets.several_gpus.tensor_parallelism import start_mesh  # noqa: E402
 
 if __name__ == "__main__":
     # --8<-- [start:main]
+    import gc
+
     import torch.distributed as dist
 
     mesh, device = start_mesh(names=("dp",))
@@ -165,5 +167,6 @@ if __name__ == "__main__":
                       f"{total / parameters:.1f} bytes per parameter of the model")
             del model, optimizer
     finally:
+        gc.collect()  # a mesh's groups sit in reference cycles: free them while Python is whole
         dist.destroy_process_group()
     # --8<-- [end:main]

@@ -282,6 +282,8 @@ def train_step_2d(mesh_2d, device, steps=2):
 
 if __name__ == "__main__":
     # --8<-- [start:main]
+    import gc
+
     mesh, device = start_mesh()
     try:
         rank, n = dist.get_rank(), dist.get_world_size()
@@ -313,5 +315,6 @@ if __name__ == "__main__":
                 local, whole, placement = held[name]
                 print(f"  {name:18} holds {local} of {whole}: {placement}")
     finally:
+        gc.collect()  # a mesh's groups sit in reference cycles: free them while Python is whole
         dist.destroy_process_group()
     # --8<-- [end:main]
