@@ -36,9 +36,11 @@ $(VENV)/.test: requirements/test.txt $(VENV)/.docs
 venv: $(VENV)/.test ## Set up .venv with everything the tests need (torch CPU); then .venv/bin/python -m snippets.<chapter>.<topic>
 
 # FIELDGUIDE_PREVIEW=1: a page's problems (a stale number, a stale notebook) are logged and shown
-# in the page instead of stopping the preview; every build without it fails on them.
+# in the page instead of stopping the preview; every build without it fails on them. --dirty:
+# after a prose edit only that page renders again (hooks/rebuild_what_changed.py rebuilds all
+# when a snippet, a timing run, the rendering code or a page title changed).
 serve: $(SETUP_DOCS) ## Serve the site at http://127.0.0.1:8000 from the committed timings (no GPU, no torch)
-	FIELDGUIDE_PREVIEW=1 $(PY) -m mkdocs serve --dev-addr $(HOST):$(PORT)
+	FIELDGUIDE_PREVIEW=1 $(PY) -m mkdocs serve --dirty --dev-addr $(HOST):$(PORT)
 
 build: $(SETUP_DOCS) ## Build the site into site/ with --strict (fails on stale or missing timings)
 	$(PY) -m mkdocs build --strict
