@@ -81,10 +81,19 @@ lint: $(VENV)/.test ## Ruff over the code, snippets and tests
 
 # The strict build runs once: the tests read it (FIELDGUIDE_BUILT_SITE, tests/conftest.py) instead
 # of building the site again. Without SITE_URL, as CI and `make serve` build.
+# Then the tests in two halves, as test-gpu runs them: first all but the `timed` and `whole_gpu`
+# ones on TEST_WORKERS processes (pytest-xdist; most of a run's time is tests waiting on their
+# children, timeouts and the browser, so two cores run two at once), then those alone, since
+# they bound or compare times measured live. Both halves run whatever the first gave.
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_ENV := FIELDGUIDE_BUILT_SITE=site FIELDGUIDE_REQUIRE_SLURM=1   # Slurm is installed: a cluster that cannot start fails
 test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (CPU + browser + Slurm), strict build
 	$(PY) -m ruff check .
 	env -u SITE_URL $(PY) -m mkdocs build --strict -d site
-	FIELDGUIDE_BUILT_SITE=site FIELDGUIDE_REQUIRE_SLURM=1 $(PY) -m pytest $(PYTEST_ARGS)   # Slurm is installed: a cluster that cannot start fails
+	status=0; \
+	$(TEST_ENV) $(PY) -m pytest -m "not timed and not whole_gpu" -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	$(TEST_ENV) $(PY) -m pytest -m "timed or whole_gpu" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	exit $$status
 
 # One page's loop: its notebook current, ruff on its files, a strict build of the site beside its
 # tests, its snippets and its notebook, then the checks of the built site about it
