@@ -139,6 +139,6 @@ if __name__ == "__main__":
                 print(f"  {m:2} micro-batches: idle {bubble_fraction(stages, m):.0%}")
             print(f"schedules: {', '.join(schedules())}")
     finally:
-        gc.collect()  # a mesh's groups sit in reference cycles: free them while Python is whole
+        gc.collect()  # free reference cycles now, while Python is whole
         dist.destroy_process_group()
     # --8<-- [end:main]

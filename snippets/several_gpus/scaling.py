@@ -167,6 +167,6 @@ if __name__ == "__main__":
                       f"{total / parameters:.1f} bytes per parameter of the model")
             del model, optimizer
     finally:
-        gc.collect()  # a mesh's groups sit in reference cycles: free them while Python is whole
+        gc.collect()  # free reference cycles now, while Python is whole
         dist.destroy_process_group()
     # --8<-- [end:main]

@@ -315,6 +315,6 @@ if __name__ == "__main__":
                 local, whole, placement = held[name]
                 print(f"  {name:18} holds {local} of {whole}: {placement}")
     finally:
-        gc.collect()  # a mesh's groups sit in reference cycles: free them while Python is whole
+        gc.collect()  # free reference cycles now, while Python is whole
         dist.destroy_process_group()
     # --8<-- [end:main]
