@@ -28,7 +28,7 @@ BOX_TITLE = '??? info "How this page is tested"'
 # - the contributor pages are about the tests themselves;
 CONTRIBUTOR_PAGES = {"contributing.md", "reference.md"}
 # - an exercise's solution says how it is checked: that is part of the exercise.
-EXERCISE_PAGE = re.compile(r"(^|/)exercises\.md$")
+EXERCISE_PAGE = re.compile(r"(^|/)exercises[^/]*\.md$")
 
 # A sentence about what the tests do, and sources readers cannot see.
 TEST_TALK = re.compile(
