@@ -95,21 +95,6 @@ def gpu_inside_context(index):
 # --8<-- [end:choose]
 
 
-# --8<-- [start:per_process]
-def device_for_this_process():
-    """One process per GPU (torchrun): make this process's GPU the current one, first.
-
-    torchrun sets LOCAL_RANK, the process's index on its machine. After set_device,
-    NCCL, DDP and every library that allocates on a bare "cuda" use this GPU, not GPU 0.
-    """
-    if not torch.cuda.is_available():
-        return torch.device("cpu")
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local_rank)  # before any tensor, stream or process group
-    return torch.device("cuda", local_rank)
-# --8<-- [end:per_process]
-
-
 # --8<-- [start:visible_devices]
 def device_count_with(visible):
     """How many GPUs a *fresh* Python process sees with CUDA_VISIBLE_DEVICES=visible."""

@@ -63,15 +63,6 @@ def test_tf32_is_off_for_matrix_products_and_on_for_cudnn_convolutions_by_defaul
     assert conv == "tf32"
 
 
-def test_old_tf32_calls_set_the_new_values_but_not_the_other_way_round():
-    assert in_a_fresh_interpreter("torch.set_float32_matmul_precision('high')\n"
-                                  "print(torch.backends.cuda.matmul.fp32_precision)") == ["tf32"]
-    for read_old in ("torch.get_float32_matmul_precision()", "torch.backends.cuda.matmul.allow_tf32"):
-        assert in_a_fresh_interpreter(
-            "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
-            f"try:\n    {read_old}\nexcept RuntimeError:\n    print('raised')") == ["raised"]
-
-
 def test_triad_and_copy_compute_what_they_say():
     a, b, c = snippet.make_triad(1000)
     snippet.triad(a, b, c, scalar=3.0)

@@ -163,6 +163,53 @@ def test_checkpoint_from_rank_0_is_loaded_on_every_rank(ranks):
     assert all(r["optimizer_steps_loaded"] == 1 for r in ranks)
 
 
+# --- Each process's own GPU: set_device with LOCAL_RANK ------------------------------------------
+
+def _start_in_a_fresh_process(local_rank):
+    """`start()` in a fresh interpreter with LOCAL_RANK set as torchrun sets it (no RANK: a group
+    of one); it prints the device it returned, the current GPU, where a bare "cuda" allocates
+    (or "-" without a GPU), and the process group's backend."""
+    from tests.helpers import run_python
+
+    code = (f"import os; os.environ['LOCAL_RANK'] = '{local_rank}'\n"
+            "import torch, torch.distributed as dist\n"
+            "from snippets.several_gpus.ddp_with_torchrun import start\n"
+            "device = start()\n"
+            "gpu = torch.cuda.is_available()\n"
+            "print(device, torch.cuda.current_device() if gpu else '-',\n"
+            "      torch.ones(1, device='cuda').device if gpu else '-', dist.get_backend())\n"
+            "dist.destroy_process_group()")
+    result = run_python(["-c", code], timeout=TIMEOUT)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+@pytest.mark.gpus(1)
+def test_start_makes_the_local_ranks_gpu_the_current_one():
+    """What the page says set_device is for: after start(), a bare "cuda" (what NCCL, DDP and
+    libraries allocate on) means this process's GPU, not GPU 0."""
+    import torch
+
+    last = torch.cuda.device_count() - 1
+    assert _start_in_a_fresh_process(last) == [f"cuda:{last}", str(last), f"cuda:{last}", "nccl"]
+
+
+def test_start_without_a_gpu_for_the_process_trains_on_the_cpu_with_gloo():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the CPU fallback: this machine has a GPU")
+    assert _start_in_a_fresh_process(1) == ["cpu", "-", "-", "gloo"]
+
+
+def test_init_process_group_takes_the_device():
+    import inspect
+
+    import torch.distributed
+
+    assert "device_id" in inspect.signature(torch.distributed.init_process_group).parameters
+
+
 # --- The timeline of one step (ddp_timeline.py) ---------------------------------------------------
 
 TIMELINE = pytest.mark.snippet("snippets/several_gpus/ddp_timeline.py")

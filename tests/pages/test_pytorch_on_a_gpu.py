@@ -101,34 +101,6 @@ def test_bare_cuda_means_the_current_device(snippet):
     assert torch.cuda.current_device() == before  # the context manager restored it
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU fallback")
-def test_device_for_this_process_falls_back_to_the_cpu(snippet):
-    assert snippet.device_for_this_process() == torch.device("cpu")
-
-
-@needs_gpu
-def test_device_for_this_process_makes_local_rank_the_current_gpu():
-    from tests.helpers import run_python
-
-    last = torch.cuda.device_count() - 1
-    code = (f"import os; os.environ['LOCAL_RANK'] = '{last}'\n"  # as torchrun sets it
-            "import torch\n"
-            "from snippets.first_steps.pytorch_on_a_gpu import device_for_this_process\n"
-            "device = device_for_this_process()\n"
-            "print(device, torch.cuda.current_device(), torch.ones(1, device='cuda').device)")
-    result = run_python(["-c", code])
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == [f"cuda:{last}", str(last), f"cuda:{last}"]
-
-
-def test_init_process_group_takes_the_device():
-    import inspect
-
-    import torch.distributed
-
-    assert "device_id" in inspect.signature(torch.distributed.init_process_group).parameters
-
-
 def test_cuda_visible_devices_empty_hides_every_gpu(snippet):
     assert snippet.device_count_with("") == 0
 

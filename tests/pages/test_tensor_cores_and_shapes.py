@@ -61,6 +61,30 @@ def test_the_setting_is_restored_after_the_product(snippet):
     assert torch.backends.cuda.matmul.fp32_precision == before
 
 
+def in_a_fresh_interpreter(code):
+    """What `code` prints after `import torch`, in a new process (these settings are global)."""
+    from tests.helpers import run_python
+
+    result = run_python(["-c", "import torch\n" + code])
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_tf32_is_off_for_matrix_products_and_on_for_cudnn_convolutions_by_default():
+    matmul, conv = in_a_fresh_interpreter(
+        "print(torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision)")
+    assert matmul != "tf32" and conv == "tf32"
+
+
+def test_old_tf32_calls_set_the_new_values_but_not_the_other_way_round():
+    assert in_a_fresh_interpreter("torch.set_float32_matmul_precision('high')\n"
+                                  "print(torch.backends.cuda.matmul.fp32_precision)") == ["tf32"]
+    for read_old in ("torch.get_float32_matmul_precision()", "torch.backends.cuda.matmul.allow_tf32"):
+        assert in_a_fresh_interpreter(
+            "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
+            f"try:\n    {read_old}\nexcept RuntimeError:\n    print('raised')") == ["raised"]
+
+
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
 def test_products_keep_the_dtype_they_were_given(snippet, precision):
     a, b = snippet.operands(24, snippet.PRECISIONS[precision][0])

@@ -134,6 +134,15 @@ def test_prerequisites_link_only_pages_that_come_earlier(path):
             f"{path}: prerequisite {target} comes later in the nav")
 
 
+@pytest.mark.parametrize("path", CHAPTER_PAGES[1:])
+def test_prerequisites_name_at_least_one_earlier_page(path):
+    """Past the first page, a reader needs something from an earlier one: the box says which (a
+    box that names none, or only outside knowledge, has usually lost a page in a reordering)."""
+    (line,) = [line for line in learn_box(path) if line.startswith("**Prerequisites:**")]
+    assert any(resolve(path, m["target"])[0] in ORDER for m in LINK.finditer(line)), (
+        f"{path}: its prerequisites link no earlier page of the nav")
+
+
 @pytest.mark.parametrize("path", CHAPTER_PAGES)
 def test_every_chapter_page_has_a_summary(path):
     assert SUMMARY.search(text(path)), f"{path} has no '## Summary' (or 'What to take from this')"
