@@ -437,8 +437,8 @@ def draw_memory(ax, colors):
     for x, label in ((3.0, "forward"), (13.5, "backward"), (20.5, "optimizer")):
         ax.text(x, top * 1.22, label, ha="center", va="center", fontsize=SMALL_PT,
                 color=colors["text"])
-    for x in (11.5, 18.5):
-        ax.axvline(x, color=colors["grid"], linestyle=":", linewidth=1.0)
+    for x in (11.5, 18.5):   # phase boundaries, above the parameters' label
+        ax.plot([x, x], [3.0, top * 1.35], color=colors["grid"], linestyle=":", linewidth=1.0)
     _callout(ax, 7.5, 5.6, 1, colors)
     _callout(ax, 15.5, 6.2, 2, colors)
     _callout(ax, 21.0, 7.5, 3, colors)
@@ -599,8 +599,8 @@ DIAGRAMS: dict[str, Diagram] = {
         description=(
             "A schematic of the trace viewer with two rows. The upper row is the Python thread: "
             "a span named forward contains two aten::mm operator spans, and each of those a "
-            "short cudaLaunchKernel span. After forward comes a long span in which item() calls "
-            "cudaStreamSynchronize, then a span of other host work, then the next step's "
+            "short launch call such as cudaLaunchKernel. After forward comes a long span in "
+            "which item() calls cudaStreamSynchronize, then a span of other host work, then the next step's "
             "forward. The lower row is the CUDA stream: two gemm kernels, each linked by a flow "
             "arrow from the launch that started it; they start later than their launches and "
             "run back to back. Callout 1: the host runs ahead, forward ends before its first "
