@@ -90,6 +90,35 @@ def queue_depth(events: list[dict], at: float) -> int:
     return max(0, launched - started)
 
 
+def timeline_from_trace(trace_events: list[dict]) -> list[dict]:
+    """What a torch.profiler Chrome trace says of a queue: each kernel launch and device
+    synchronization on the CPU, each kernel on the GPU, as timeline rows
+    ([{"lane", "name", "start", "duration"}], seconds from the first launch) that the
+    `timing-timeline` shortcode draws. benchmarks/bench_async_execution.py records them."""
+    rows = []
+    for event in trace_events:
+        if event.get("ph") != "X":
+            continue
+        name, category = event.get("name", ""), event.get("cat", "")
+        api = category in ("cuda_runtime", "cuda_driver")   # cuBLAS may launch through either
+        if api and "LaunchKernel" in name:
+            lane, label = "CPU: Python", "launch"
+        elif api and name == "cudaDeviceSynchronize":
+            lane, label = "CPU: Python", "synchronize"
+        elif category == "kernel":
+            lane, label = "GPU: stream", "kernel"
+        else:
+            continue
+        rows.append({"lane": lane, "name": label, "start": float(event["ts"]),
+                     "duration": float(event["dur"])})
+    launches = [r["start"] for r in rows if r["name"] == "launch"]
+    if not launches or not any(r["name"] == "kernel" for r in rows):
+        raise TimingError("the trace holds no kernel launch or no kernel: was CUDA profiled?")
+    first = min(launches)
+    return sorted(({**r, "start": (r["start"] - first) / 1e6, "duration": r["duration"] / 1e6}
+                   for r in rows), key=lambda r: (r["lane"], r["start"]))
+
+
 LANES = ("CPU: Python", "queue", "GPU: stream")
 
 

@@ -138,6 +138,29 @@ def test_the_queue_is_the_two_measured_totals_spread_evenly():
         diagrams.queue_events(10e-3, 11e-3, 10)
 
 
+def test_a_trace_becomes_the_rows_of_a_timeline():
+    """bench_queue_timeline's conversion: launches and the synchronize on the CPU, kernels on the
+    GPU, in seconds from the first launch; other events (operators, flows) left out."""
+    trace = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1000.0, "dur": 30.0},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1010.0, "dur": 5.0},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "ts": 1040.0, "dur": 5.0},
+        {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "ts": 1020.0, "dur": 2000.0},
+        {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "ts": 3020.0, "dur": 2000.0},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 1050.0,
+         "dur": 3975.0},
+        {"ph": "s", "cat": "ac2g", "name": "launch", "ts": 1010.0, "id": 1},
+    ]
+    rows = diagrams.timeline_from_trace(trace)
+    assert [(r["lane"], r["name"]) for r in rows] == [
+        ("CPU: Python", "launch"), ("CPU: Python", "launch"), ("CPU: Python", "synchronize"),
+        ("GPU: stream", "kernel"), ("GPU: stream", "kernel")]
+    assert rows[0]["start"] == 0 and rows[3]["start"] == pytest.approx(10e-6)
+    assert rows[2]["duration"] == pytest.approx(3975e-6)
+    with pytest.raises(TimingError, match="no kernel launch or no kernel"):
+        diagrams.timeline_from_trace(trace[:1])
+
+
 @pytest.mark.parametrize("n", [2, 3, 4, 8])
 def test_the_ring_all_reduces_and_each_rank_sends_2_n_minus_1_over_n(n):
     stages = diagrams.ring_all_reduce(n)
@@ -215,3 +238,8 @@ def test_a_real_trace_has_the_rows_and_names_the_schematic_shows(tmp_path):
     assert any(n.startswith(("cudaLaunchKernel", "cuLaunchKernel")) for n in seen), seen
     assert any(e.get("cat") == "kernel" for e in events)
     assert any(e.get("ph") in ("s", "f") for e in events), "no flow events"
+    rows = diagrams.timeline_from_trace(events)   # what bench_queue_timeline records
+    kernels = [r for r in rows if r["lane"] == "GPU: stream"]
+    launches = [r for r in rows if r["name"] == "launch"]
+    assert len(kernels) >= 3 and len(launches) >= len(kernels)
+    assert all(k["start"] >= 0 for k in kernels)
