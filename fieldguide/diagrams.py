@@ -235,9 +235,10 @@ def embed(build, page, name: str, svgs: dict[str, dict[str, str]], alt: str, cap
                        f'aria-label="{label}" aria-describedby="{ident}">{label}</object>')
     return (f'\n<figure class="timing-chart fieldguide-diagram" id="figure-{name}">\n'
             + "\n".join(objects)
-            + f"\n<figcaption>{caption}</figcaption>\n</figure>\n"
-            f'<details class="abstract"><summary>The figure in words</summary>'
-            f'<p id="{ident}">{html.escape(description)}</p></details>\n\n')
+            + f"\n<figcaption>{caption}</figcaption>\n</figure>\n\n"
+            # Markdown, not raw HTML: the glossary's terms in it get their tooltips (abbr), and
+            # attr_list gives the paragraph the id the drawings' aria-describedby names
+            f'??? abstract "The figure in words"\n\n    {description}\n    {{: #{ident} }}\n\n')
 
 
 # --- Shortcodes -----------------------------------------------------------------------------------
