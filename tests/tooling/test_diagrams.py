@@ -243,3 +243,20 @@ def test_a_real_trace_has_the_rows_and_names_the_schematic_shows(tmp_path):
     launches = [r for r in rows if r["name"] == "launch"]
     assert len(kernels) >= 3 and len(launches) >= len(kernels)
     assert all(k["start"] >= 0 for k in kernels)
+
+
+def test_a_notebook_points_to_the_page_for_a_schematic_and_for_numbers(tmp_path):
+    """A schematic has no number: its notebook line says a diagram is on the page; the queue
+    figure is measured, so its line is the measured-numbers pointer, as for any timing figure."""
+    from fieldguide import notebooks
+
+    (tmp_path / "docs" / "demo").mkdir(parents=True)
+    (tmp_path / "docs" / "demo" / "ring.md").write_text(
+        "# Ring\n\nText.\n\n<!-- timing-diagram: ring-all-reduce -->\n\nMore text.\n\n"
+        "<!-- timing-queue: a b -->\n\n```python\nprint(1)\n```\n", encoding="utf-8")
+    converter = notebooks._Converter(tmp_path, "demo/ring.md", notebooks.Repo("a", "b", "main"),
+                                     "Ring")
+    text = converter.markdown((tmp_path / "docs" / "demo" / "ring.md").read_text().splitlines()[2:9])
+    assert text.count("A diagram for this part is on the page") == 1
+    assert text.count("measured numbers for this part are on the page") == 1
+    assert "<!--" not in text
