@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.snippet("snippets/execution/async_execution.py"), pyte
 LABELS = {
     "queue[launch]": "{kernels} matrix products: until `launch` returns",
     "queue[launch-and-wait]": "{kernels} matrix products: until they are finished",
+    "queue_timeline": "{kernels} matrix products under `torch.profiler`: each launch, kernel and the wait",
     "train_loop[every-step]": "{ops} training steps, reading the loss every step",
     "train_loop[every-50]": "{ops} training steps, reading the loss every {every} steps",
     "alloc": "Allocating {size_mib} MiB {source}",
@@ -46,6 +47,34 @@ def bench_queue(benchmark, what):
     # plain benchmark: "launch" times how long the call takes to return, not the GPU work
     benchmark.pedantic(fn, args=(snippet.a,), setup=snippet.sync, rounds=20, warmup_rounds=2)
     snippet.sync()
+
+
+def bench_queue_timeline(benchmark, tmp_path):
+    """The ten products of queue[launch-and-wait] under torch.profiler, for the host-queue
+    figure: when each launch ran on the CPU, each product on the GPU, and the synchronize, as
+    extra_info["timeline"] (fieldguide.diagrams.timeline_from_trace). The committed runs hold
+    only queue's two totals. The profiler adds its own cost to every launch, so the launches here
+    are slower than queue[launch]'s; the time of a round is the GPU's work, as in
+    queue[launch-and-wait]."""
+    import json
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from fieldguide.diagrams import timeline_from_trace
+
+    profiles = []
+
+    def profiled():
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            snippet.launch_and_wait(snippet.a)
+        profiles.append(prof)
+
+    # plain benchmark: each round is one profiled launch_and_wait, which synchronizes itself
+    benchmark.pedantic(profiled, setup=snippet.sync, rounds=5, warmup_rounds=1)
+    path = tmp_path / "queue.json"
+    profiles[-1].export_chrome_trace(str(path))
+    timeline = timeline_from_trace(json.loads(path.read_text())["traceEvents"])
+    benchmark.extra_info.update(kernels=10, timeline=timeline)
 
 
 @pytest.mark.parametrize("every", [1, 50], ids=["every-step", "every-50"])

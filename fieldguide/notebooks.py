@@ -160,6 +160,7 @@ ADMONITION = re.compile(r'^(?P<indent>\s*)(?:!!!|\?\?\?\+?)\s+(?P<kind>[\w-]+)(?
 TABBED = re.compile(r'^(?P<indent>\s*)===\+?\s+"(?P<title>[^"]*)"\s*$')
 COMMENT = re.compile(r"<!--.*?-->", re.S)
 TIMING = re.compile(r"<!--\s*timing-")
+DIAGRAM = re.compile(r"<!--\s*timing-diagram:[^>]*-->")
 LINK = re.compile(r"(?P<text>!?\[[^\]]*\])\((?P<target>[^)\s]+)\)")
 HTML_BLOCK = re.compile(r"^\s*</?(div|span|p|section|figure)\b[^>]*>\s*$")
 
@@ -277,6 +278,9 @@ class _Converter:
         out: list[str] = []
         for block in _blocks(_admonitions(lines)):
             text = "\n".join(line for line in block if not HTML_BLOCK.match(line))
+            if DIAGRAM.fullmatch(text.strip()):   # a schematic, no number: a figure, as for Mermaid
+                out.append(self.diagram)
+                continue
             if TIMING.search(text):
                 if not out or out[-1] != self.note:
                     out.append(self.note)

@@ -10,6 +10,8 @@
     <!-- timing-roofline: COPY PEAK[,PEAK...] points=GLOB[,GLOB...] [series=FIELD] [title=...] -->
     <!-- timing-memory: NAME [title="..."] -->   (draws extra["memory_timeline"])
     <!-- timing-bound: CLAIM [FORMAT] -->   (a bound from CLAIMS in the page's tests)
+    <!-- timing-queue: LAUNCH_BENCH WAIT_BENCH -->   (the host queue ahead of the GPU, one run)
+    <!-- timing-diagram: NAME -->   (a schematic of DIAGRAMS in fieldguide/diagrams.py)
 
 Tables and charts without `gpu=` show the default GPU (`timings:` of fieldguide.render in
 mkdocs.yml) and, in linked content tabs beside it, each GPU of its `beside:` whose runs measured the same
@@ -545,6 +547,7 @@ RENDERERS: dict[str, Callable[[Shortcode, Build, Page], str]] = {
     "chart": in_gpu_tabs(_figure("figures", "render_chart")),
     "timeline": _figure("figures", "render_timeline"),
     "roofline": _figure("figures", "render_roofline"), "memory": _figure("memory_chart", "render_memory"),
+    "queue": _figure("diagrams", "render_queue"), "diagram": _figure("diagrams", "render_diagram"),
 }
 # The one list of shortcode kinds: the guard's message, the notebooks' filter, the contributing
 # page's table (a test compares it) and the tests all read it.
