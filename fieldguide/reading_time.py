@@ -26,6 +26,8 @@ WORDS_PER_MINUTE = 200   # a careful read of technical prose and code, not skimm
 MARKER = re.compile(r"<!--\s*reading-time:\s*(?P<path>[^\s>]+)\s*-->")
 RATE = "<!-- reading-time-rate -->"  # WORDS_PER_MINUTE, for the page that explains the times
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
+_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")  # a marker in code is quoted, not shown
+_FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def words(page: Path, root: Path = ROOT) -> int:
@@ -74,8 +76,18 @@ class _ReadingTime(Preprocessor):
                 problems.append(str(error))
                 return "[reading time unavailable]"
 
-        out = [MARKER.sub(replace, line).replace(RATE, str(WORDS_PER_MINUTE))
-               if "reading-time" in line else line for line in lines]
+        def outside_code(line: str) -> str:
+            parts, last = [], 0
+            for span in _CODE_SPAN.finditer(line):
+                parts += [MARKER.sub(replace, line[last:span.start()]), span[0]]
+                last = span.end()
+            parts.append(MARKER.sub(replace, line[last:]))
+            return "".join(parts).replace(RATE, str(WORDS_PER_MINUTE))
+
+        out, fenced = [], False
+        for line in lines:
+            fenced = fenced != bool(_FENCE.match(line))
+            out.append(outside_code(line) if "reading-time" in line and not fenced else line)
         if problems:  # raised with the page's other problems by the guard, in any verbosity
             self.md.fieldguide_problems = [*(getattr(self.md, "fieldguide_problems", None) or []),
                                            *problems]

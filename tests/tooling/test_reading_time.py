@@ -67,3 +67,10 @@ def test_both_engines_run_it():
     from fieldguide import ROOT
 
     assert "  - fieldguide.reading_time" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+def test_a_marker_in_code_is_quoted_not_counted():
+    md = markdown.Markdown(extensions=["fieldguide.reading_time", "fenced_code"])
+    html = md.convert("Write `<!-- reading-time: CHAPTER/ -->` on the home page.\n\n"
+                      "```text\n<!-- reading-time: CHAPTER/ -->\n```\n")
+    assert html.count("reading-time: CHAPTER/") == 2 and "min read" not in html
