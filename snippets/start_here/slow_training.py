@@ -104,7 +104,8 @@ def read_trace(path):
     if not steps:
         raise ValueError(f"{path}: no ProfilerStep# in the trace; call prof.step() "
                          "after each step inside the profile() block")
-    gpu = sorted((e["ts"], e["ts"] + e["dur"]) for e in done if e.get("cat") in GPU_WORK)
+    on_gpu = [e for e in done if e.get("cat") in GPU_WORK]
+    gpu = sorted((e["ts"], e["ts"] + e["dur"]) for e in on_gpu)
     busy, gaps, end = 0.0, [], None
     for start, stop in gpu:  # merge overlapping work: the GPU is busy or it is not
         if end is not None and start > end:
