@@ -41,7 +41,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 activities = [ProfilerActivity.CPU]
 if device.type == "cuda":
     activities.append(ProfilerActivity.CUDA)  # kernels and copies, GPU timestamps
-sort_by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+sort_by = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
 
 
 def take_trace(path, one_step, steps=5):
