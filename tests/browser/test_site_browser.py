@@ -689,3 +689,48 @@ def test_copy_button_copies_the_code_shown(context, site):
         f"{where} matches no section of any module in snippets/ (fieldguide.snippets.sections); "
         f"copied:\n{copied}"
     )
+
+
+# --- The home page's ways in: each reader's problem reaches its answer within two clicks --------
+
+# problem (how its list item on the home page starts) -> the answer page, then the pages that
+# answer page must lead to in one more click. tests/site/test_course_map.py checks the Markdown.
+JOURNEYS = {
+    "My training is slow": ("start-here/slow-training/",
+                            ["data-movement/data-loading/", "precision/mixed-precision-training/"]),
+    "I need several GPUs next week": ("several-gpus/ddp-with-torchrun/", []),
+    "Out of memory": ("memory/out-of-memory-errors/", []),
+    "New to GPUs": ("foundations/cpu-vs-gpu/", []),
+}
+
+
+def _click_to(page, links, site: Site, path: str, clicks: list[str]) -> None:
+    """Click the first of `links` that leads to `path` and check the page that loads."""
+    target = f"{site.url}/{path}"
+    hrefs = links.evaluate_all("els => els.map(a => a.href.split('#')[0])")
+    shown = sorted({h for h in hrefs if h.startswith(site.url)})
+    assert target in hrefs, f"after {clicks or ['the home page']}: no link to {path} in {shown}"
+    with page.expect_navigation(wait_until="load"):
+        links.nth(hrefs.index(target)).click()
+    clicks.append(path)
+    assert page.url.split("#")[0] == target, f"clicking towards {path} landed on {page.url}"
+    assert page.locator("article h1").count() == 1, f"{path}: no page title after {clicks}"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("problem", list(JOURNEYS))
+def test_each_journey_reaches_its_answer_within_two_clicks(context, site, problem):
+    answer, next_pages = JOURNEYS[problem]
+    page = context.new_page()
+    page.goto(f"{site.url}/", wait_until="load")  # the home page, whatever pages are selected
+    item = page.locator("article li").filter(has_text=f"{problem}.").first
+    assert item.count(), f"the home page has no list item for {problem!r}"
+    # The item's first link is the way in: the problem's answer, one click from home.
+    clicks: list[str] = []
+    _click_to(page, item.locator("a").first, site, answer, clicks)
+    for following in next_pages:  # the second click: from the answer page to each fix
+        _click_to(page, page.locator("article a[href]"), site, following, clicks)
+        assert len(clicks) == 2, clicks
+        with page.expect_navigation(wait_until="load"):
+            page.go_back()
+        clicks.pop()
