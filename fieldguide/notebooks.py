@@ -35,7 +35,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from fieldguide import ROOT, outputs
+from fieldguide import ROOT, outputs, prompts
 from fieldguide.pages import INCLUDE, gpus_needed_by, included_code, includes, pages, title
 
 NOTEBOOKS = "notebooks"  # top-level folder, next to docs/
@@ -203,8 +203,10 @@ def gpu_check(need: int) -> str:
         """)
 
 
-def _admonitions(lines: list[str]) -> list[str]:
-    """`!!! kind "Title"` and `=== "Tab"` blocks (Material syntax) as Jupyter can show them."""
+def _admonitions(lines: list[str], answer: str = "") -> list[str]:
+    """`!!! kind "Title"` and `=== "Tab"` blocks (Material syntax) as Jupyter can show them. A
+    "predict, then run" prompt (fieldguide/prompts.py) keeps its question, followed by `answer`,
+    the line that points at the page for its measured answer, instead of its body."""
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -221,8 +223,11 @@ def _admonitions(lines: list[str]) -> list[str]:
             i += 1
         while body and not body[-1].strip():
             body.pop()
-        body = _admonitions(body)
+        body = _admonitions(body, answer)
         heading = match["title"]
+        if match.groupdict().get("kind") == prompts.KIND:
+            out += [f"{indent}> **Predict:** {heading}", f"{indent}>", f"{indent}> {answer}", ""]
+            continue
         if "kind" in match.groupdict():  # an admonition: a blockquote with a bold title
             heading = match["kind"].capitalize() if heading is None else heading
             quoted = ([f"**{heading}**", ""] if heading else []) + body
@@ -258,6 +263,8 @@ class _Converter:
         # A diagram stays on the page too: Jupyter and Colab draw Mermaid unevenly, and the
         # notebook's page on the site (mkdocs-jupyter) would fetch Mermaid from a CDN to draw it.
         self.diagram = f"*A diagram for this part is on the page: [{page_title}]({self.url}).*"
+        # A prompt's answer is the page's measured number: asked here, answered there.
+        self.answer = f"*The answer is on the page: [{page_title}]({self.url}).*"
 
     def link(self, match: re.Match) -> str:
         target = match["target"]
@@ -275,7 +282,7 @@ class _Converter:
     def markdown(self, lines: list[str]) -> str:
         """Prose for a markdown cell: numbers point at the page, comments go, links go absolute."""
         out: list[str] = []
-        for block in _blocks(_admonitions(lines)):
+        for block in _blocks(_admonitions(lines, self.answer)):
             text = "\n".join(line for line in block if not HTML_BLOCK.match(line))
             if TIMING.search(text):
                 if not out or out[-1] != self.note:
