@@ -63,6 +63,15 @@ def test_each_prompt_asks_a_question_and_never_types_its_answer(path):
             assert len(sentences) <= 2, f"{path}: {prompt.question!r}: answer in two sentences"
 
 
+def test_the_parser_reads_collapsed_prompts_and_their_answers_only():
+    page = ('Intro.\n\n??? predict "How fast?"\n    <!-- timing-value: a.b median -->\n\n'
+            '    and why.\n\nAfter.\n\n???+ predict "Open already?"\n    Shown.\n\n'
+            '??? note "Not a prompt"\n    Text.\n')
+    (found,) = prompts.prompts(page)
+    assert found == prompts.Prompt("How fast?", "<!-- timing-value: a.b median -->\n\nand why.")
+    assert len(ANY_PREDICT.findall(page)) == 2   # the open one is counted, and fails the page
+
+
 def test_the_notebook_keeps_the_question_and_points_at_the_answer():
     from fieldguide import notebooks
     lines = ['??? predict "How fast?"', "    <!-- timing-value: x.y median -->", "", "After."]
