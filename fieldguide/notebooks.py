@@ -226,7 +226,7 @@ def _admonitions(lines: list[str], answer: str = "") -> list[str]:
         body = _admonitions(body, answer)
         heading = match["title"]
         if match.groupdict().get("kind") == prompts.KIND:
-            out += [f"{indent}> **Predict:** {heading}", f"{indent}>", f"{indent}> {answer}", ""]
+            out += [f"{indent}{PREDICT} {heading}", f"{indent}>", f"{indent}> {answer}", ""]
             continue
         if "kind" in match.groupdict():  # an admonition: a blockquote with a bold title
             heading = match["kind"].capitalize() if heading is None else heading
@@ -300,6 +300,28 @@ class _Converter:
         return "\n\n".join(out)
 
 
+PREDICT = "> **Predict:**"
+
+
+def _predict_first(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A prompt that comes right after a code cell moves above it: in a notebook the reader
+    predicts, then runs the cell (whose recorded output would otherwise give the answer away).
+    The GPU check, the second cell, keeps its place."""
+    out: list[tuple[str, str]] = []
+    for kind, source in cells:
+        if kind == "markdown" and source.startswith(PREDICT) and len(out) > 2 and out[-1][0] == "code":
+            paragraphs = source.split("\n\n")
+            asked = 0
+            while asked < len(paragraphs) and paragraphs[asked].startswith(PREDICT):
+                asked += 1
+            out.insert(len(out) - 1, ("markdown", "\n\n".join(paragraphs[:asked])))
+            if paragraphs[asked:]:
+                out.append(("markdown", "\n\n".join(paragraphs[asked:])))
+            continue
+        out.append((kind, source))
+    return out
+
+
 def _cell(kind: str, source: str, index: int) -> dict:
     cell = {"cell_type": kind, "id": f"cell-{index:03d}", "metadata": {},
             "source": source.strip("\n").splitlines(keepends=True)}
@@ -363,7 +385,7 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
         i += 1
     flush()
     notebook = {
-        "cells": [_cell(kind, source, n) for n, (kind, source) in enumerate(cells)],
+        "cells": [_cell(kind, source, n) for n, (kind, source) in enumerate(_predict_first(cells))],
         "metadata": {
             "accelerator": "GPU",            # Colab opens it on a GPU runtime
             "colab": {"gpuType": "T4", "provenance": []},

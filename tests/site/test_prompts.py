@@ -80,6 +80,19 @@ def test_the_notebook_keeps_the_question_and_points_at_the_answer():
     assert "After." in shown and not any("timing" in line for line in shown)
 
 
+def test_in_a_notebook_a_prompt_after_code_comes_before_the_cell():
+    """Predict, then run: the cell's recorded output would give the answer away."""
+    from fieldguide import notebooks
+    cells = [("markdown", "# Title"), ("code", "gpu check"), ("markdown", "Intro."),
+             ("code", "work()"), ("markdown", "> **Predict:** Q?\n>\n> *A.*\n\nThe result.")]
+    assert notebooks._predict_first(cells) == [
+        ("markdown", "# Title"), ("code", "gpu check"), ("markdown", "Intro."),
+        ("markdown", "> **Predict:** Q?\n>\n> *A.*"), ("code", "work()"),
+        ("markdown", "The result.")]
+    kept = [("markdown", "# Title"), ("code", "gpu check"), ("markdown", "> **Predict:** Q?")]
+    assert notebooks._predict_first(kept) == kept   # never above the GPU check
+
+
 @pytest.mark.parametrize("path", TEACHING)
 def test_every_prompt_is_a_collapsed_question_with_its_answer_rendered(built_site, path):
     page = (built_site / url_of(path)).read_text(encoding="utf-8")
