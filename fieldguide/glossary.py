@@ -60,9 +60,19 @@ def anchor(term: str) -> str:
     return "term-" + re.sub(r"[^a-z0-9]+", "-", term.lower()).strip("-")
 
 
-# Pages that explain where to look rather than teach: never a term's teaching page.
+# Pages that explain where to look rather than teach: never a term's teaching page. A chapter's
+# exercise page (EXERCISES) practises what the chapter taught.
 NOT_TEACHING = {"index.md", "glossary.md", "cheat-sheet.md", "headline-numbers.md",
-                "contributing.md", "reference.md"}
+                "contributing.md", "reference.md",
+                "start-here/slow-training.md"}  # routes a symptom to the page that teaches its fix
+EXERCISES = "exercises.md"
+
+
+def teaches(page: str) -> bool:
+    """Whether a page (its path under docs/) teaches: not in NOT_TEACHING, not an exercise page."""
+    return page not in NOT_TEACHING and page.rsplit("/", 1)[-1] != EXERCISES
+
+
 HEADING = re.compile(r"^#{1,6}\s+(.*)$", re.M)
 
 
@@ -75,7 +85,7 @@ def _pages(docs: Path) -> tuple[tuple[str, str, str], ...]:
     found = []
     for path in sorted(docs.rglob("*.md")):
         rel = path.relative_to(docs).as_posix()
-        if rel in NOT_TEACHING or is_draft(path, docs.parent):
+        if not teaches(rel) or is_draft(path, docs.parent):
             continue
         text = path.read_text(encoding="utf-8")
         title = next(iter(HEADING.findall(text)), rel)

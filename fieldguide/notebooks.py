@@ -35,7 +35,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from fieldguide import ROOT, outputs
+from fieldguide import ROOT, outputs, prompts
 from fieldguide.pages import INCLUDE, gpus_needed_by, included_code, includes, pages, title
 
 NOTEBOOKS = "notebooks"  # top-level folder, next to docs/
@@ -204,8 +204,10 @@ def gpu_check(need: int) -> str:
         """)
 
 
-def _admonitions(lines: list[str]) -> list[str]:
-    """`!!! kind "Title"` and `=== "Tab"` blocks (Material syntax) as Jupyter can show them."""
+def _admonitions(lines: list[str], answer: str = "") -> list[str]:
+    """`!!! kind "Title"` and `=== "Tab"` blocks (Material syntax) as Jupyter can show them. A
+    "predict, then run" prompt (fieldguide/prompts.py) keeps its question, followed by `answer`,
+    the line that points at the page for its measured answer, instead of its body."""
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -222,8 +224,11 @@ def _admonitions(lines: list[str]) -> list[str]:
             i += 1
         while body and not body[-1].strip():
             body.pop()
-        body = _admonitions(body)
+        body = _admonitions(body, answer)
         heading = match["title"]
+        if match.groupdict().get("kind") == prompts.KIND:
+            out += [f"{indent}{PREDICT} {heading}", f"{indent}>", f"{indent}> {answer}", ""]
+            continue
         if "kind" in match.groupdict():  # an admonition: a blockquote with a bold title
             heading = match["kind"].capitalize() if heading is None else heading
             quoted = ([f"**{heading}**", ""] if heading else []) + body
@@ -259,6 +264,8 @@ class _Converter:
         # A diagram stays on the page too: Jupyter and Colab draw Mermaid unevenly, and the
         # notebook's page on the site (mkdocs-jupyter) would fetch Mermaid from a CDN to draw it.
         self.diagram = f"*A diagram for this part is on the page: [{page_title}]({self.url}).*"
+        # A prompt's answer is the page's measured number: asked here, answered there.
+        self.answer = f"*The answer is on the page: [{page_title}]({self.url}).*"
 
     def link(self, match: re.Match) -> str:
         target = match["target"]
@@ -276,7 +283,7 @@ class _Converter:
     def markdown(self, lines: list[str]) -> str:
         """Prose for a markdown cell: numbers point at the page, comments go, links go absolute."""
         out: list[str] = []
-        for block in _blocks(_admonitions(lines)):
+        for block in _blocks(_admonitions(lines, self.answer)):
             text = "\n".join(line for line in block if not HTML_BLOCK.match(line))
             if DIAGRAM.fullmatch(text.strip()):   # a schematic, no number: a figure, as for Mermaid
                 out.append(self.diagram)
@@ -295,6 +302,28 @@ class _Converter:
             if text:
                 out.append(LINK.sub(self.link, text))
         return "\n\n".join(out)
+
+
+PREDICT = "> **Predict:**"
+
+
+def _predict_first(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A prompt that comes right after a code cell moves above it: in a notebook the reader
+    predicts, then runs the cell (whose recorded output would otherwise give the answer away).
+    The GPU check, the second cell, keeps its place."""
+    out: list[tuple[str, str]] = []
+    for kind, source in cells:
+        if kind == "markdown" and source.startswith(PREDICT) and len(out) > 2 and out[-1][0] == "code":
+            paragraphs = source.split("\n\n")
+            asked = 0
+            while asked < len(paragraphs) and paragraphs[asked].startswith(PREDICT):
+                asked += 1
+            out.insert(len(out) - 1, ("markdown", "\n\n".join(paragraphs[:asked])))
+            if paragraphs[asked:]:
+                out.append(("markdown", "\n\n".join(paragraphs[asked:])))
+            continue
+        out.append((kind, source))
+    return out
 
 
 def _cell(kind: str, source: str, index: int) -> dict:
@@ -360,7 +389,7 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
         i += 1
     flush()
     notebook = {
-        "cells": [_cell(kind, source, n) for n, (kind, source) in enumerate(cells)],
+        "cells": [_cell(kind, source, n) for n, (kind, source) in enumerate(_predict_first(cells))],
         "metadata": {
             "accelerator": "GPU",            # Colab opens it on a GPU runtime
             "colab": {"gpuType": "T4", "provenance": []},
