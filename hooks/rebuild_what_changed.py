@@ -18,13 +18,17 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
+from fieldguide.render import WATCHED
+
 log = logging.getLogger("mkdocs.hooks.rebuild_what_changed")
 
-# Beside config.watch (snippets, timings, ...), what the served pages are made of outside docs/
-ALWAYS_WATCHED = ("mkdocs.yml", "overrides")
+# Beside what the rendering reads (fieldguide.render.WATCHED) and config.watch, what the served
+# pages are made of outside docs/
+ALWAYS_WATCHED = ("mkdocs.yml", "overrides", "includes")
 SKIPPED_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 
 _state: dict = {"active": False, "last_build": None, "titles": None}
@@ -70,12 +74,26 @@ def why_everything(config, since: float, titles: dict[str, str]) -> str | None:
     """What, besides prose, changed since the last build; None when only prose did."""
     root = Path(config.config_file_path).parent
     inputs = [Path(w) if Path(w).is_absolute() else root / w for w in config.watch]
-    inputs += [root / name for name in ALWAYS_WATCHED]
+    inputs += [root / name for name in (*WATCHED, *ALWAYS_WATCHED)]
     if newest_mtime([p for p in inputs if p.exists()]) >= since:
-        return "a snippet, timing run, notebook, include or the site's code changed"
+        if newest_mtime([root / "fieldguide"]) >= since:
+            log.warning("fieldguide/ changed: restart `make serve` to run the new code")
+        return "a snippet, timing run, benchmark, claim, notebook or the site's code changed"
     if titles != _state["titles"]:
         return "a page came, went or changed its title (the nav of every page shows it)"
+    home = Path(config.docs_dir) / "index.md"
+    if home.exists() and home.stat().st_mtime >= since:
+        return "the home page changed (the search index of a partial build would lose the others)"
     return None
+
+
+def clear_rendering_caches() -> None:
+    """Empty every functools cache of the fieldguide modules loaded in this process."""
+    for name, module in list(sys.modules.items()):
+        if name == "fieldguide" or name.startswith("fieldguide."):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
 
 
 def on_pre_build(config) -> None:
@@ -90,5 +108,16 @@ def on_pre_build(config) -> None:
             site = Path(config.site_dir)
             for entry in site.iterdir():
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+            clear_rendering_caches()
     _state["last_build"] = started
     _state["titles"] = titles
+
+
+def on_nav(nav, config, files):
+    """Read every page a dirty build would leave unread, so that its title (from its H1) shows
+    in the nav and footer of the pages that are rebuilt."""
+    if _state["active"]:
+        for page in nav.pages:
+            if page.markdown is None:
+                page.read_source(config)
+    return nav

@@ -29,6 +29,7 @@ def site(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# Page A\n\nProse.\n")
     (tmp_path / "docs" / "b.md").write_text("# Page B\n\nProse.\n")
+    (tmp_path / "docs" / "index.md").write_text("# Home\n\nProse.\n")
     (tmp_path / "snippets").mkdir()
     (tmp_path / "snippets" / "topic.py").write_text("x = 1\n")
     (tmp_path / "mkdocs.yml").write_text("site_name: test\n")
@@ -43,7 +44,7 @@ def site(tmp_path):
 def build(hook, site):
     """What MkDocs does at each build: the hook's on_pre_build, then pages written."""
     hook.on_pre_build(site.config)
-    for page in ("a", "b"):
+    for page in ("a", "b", "index"):
         (site.served / f"{page}.html").touch()
     time.sleep(0.01)
 
@@ -61,15 +62,21 @@ def test_a_prose_edit_keeps_the_other_pages(hook, site):
     build(hook, site)
     later(site.root / "docs" / "a.md", "# Page A\n\nProse, edited.\n")
     hook.on_pre_build(site.config)
-    assert sorted(p.name for p in site.served.iterdir()) == ["a.html", "b.html"]
+    assert sorted(p.name for p in site.served.iterdir()) == ["a.html", "b.html", "index.html"]
 
 
-@pytest.mark.parametrize("change", ["snippet", "config", "title", "new page"])
+@pytest.mark.parametrize("change", ["snippet", "benchmark", "config", "title", "new page",
+                                    "home page"])
 def test_anything_else_rebuilds_every_page(hook, site, change):
     hook.on_startup(command="serve", dirty=True)
     build(hook, site)
     if change == "snippet":
         later(site.root / "snippets" / "topic.py", "x = 2\n")
+    elif change == "benchmark":  # not in config.watch: the rendering's own list names it
+        (site.root / "benchmarks").mkdir()
+        later(site.root / "benchmarks" / "bench_topic.py", "LABELS = {}\n")
+    elif change == "home page":  # a partial build's search index would keep it alone
+        later(site.root / "docs" / "index.md", "# Home\n")
     elif change == "config":
         later(site.root / "mkdocs.yml", "site_name: renamed\n")
     elif change == "title":
@@ -86,10 +93,44 @@ def test_inert_outside_a_dirty_serve(hook, site, command, dirty):
     build(hook, site)
     later(site.root / "snippets" / "topic.py", "x = 2\n")
     hook.on_pre_build(site.config)
-    assert sorted(p.name for p in site.served.iterdir()) == ["a.html", "b.html"]
+    assert sorted(p.name for p in site.served.iterdir()) == ["a.html", "b.html", "index.html"]
 
 
 def test_make_serve_is_the_dirty_serve_the_hook_serves():
     makefile = (ROOT / "Makefile").read_text()
     assert "mkdocs serve --dirty" in makefile
     assert "hooks/rebuild_what_changed.py" in (ROOT / "mkdocs.yml").read_text()
+
+
+def test_a_full_rebuild_empties_the_rendering_caches(hook, site):
+    from fieldguide import labels
+
+    labels.declarations(ROOT / "benchmarks" / "bench_events.py")  # filled, as a build fills it
+    assert labels.declarations.cache_info().currsize >= 1
+    hook.on_startup(command="serve", dirty=True)
+    build(hook, site)
+    later(site.root / "snippets" / "topic.py", "x = 2\n")
+    hook.on_pre_build(site.config)
+    assert labels.declarations.cache_info().currsize == 0
+
+
+def test_pages_a_dirty_build_skips_are_read_so_the_nav_has_their_titles(hook, tmp_path):
+    """Against MkDocs itself: a dirty build of a two-page site after an edit of one page."""
+    from mkdocs.commands.build import build as mkdocs_build
+    from mkdocs.config import load_config
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home page\n")
+    (docs / "other.md").write_text("# The other page\n")
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: t\nnav:\n  - index.md\n  - other.md\n"
+        f"hooks:\n  - {ROOT / 'hooks' / 'rebuild_what_changed.py'}\n")
+    config = load_config(str(tmp_path / "mkdocs.yml"), site_dir=str(tmp_path / "served"))
+    mkdocs_build(config)
+    later(docs / "other.md", "# The other page\n\nEdited.\n")
+    config = load_config(str(tmp_path / "mkdocs.yml"), site_dir=str(tmp_path / "served"))
+    config.plugins.on_startup(command="serve", dirty=True)
+    mkdocs_build(config, dirty=True)
+    html = (tmp_path / "served" / "other" / "index.html").read_text()
+    assert "Edited." in html and "Home page" in html and ">None<" not in html
