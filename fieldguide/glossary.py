@@ -28,6 +28,7 @@ from markdown.preprocessors import Preprocessor
 from markdown.treeprocessors import Treeprocessor
 
 from fieldguide import ROOT
+from fieldguide.notebooks import is_workbook
 
 MARKER = "<!-- glossary -->"
 DEFINITION = re.compile(r"^\*\[(?P<term>[^\]]+)\]:[ ]*(?P<meaning>.+?)\s*$")
@@ -61,16 +62,16 @@ def anchor(term: str) -> str:
 
 
 # Pages that explain where to look rather than teach: never a term's teaching page. A chapter's
-# exercise page (EXERCISES) practises what the chapter taught.
+# exercise page (fieldguide.notebooks.is_workbook: the one rule, by name) practises what the
+# chapter taught.
 NOT_TEACHING = {"index.md", "glossary.md", "cheat-sheet.md", "headline-numbers.md",
                 "contributing.md", "reference.md",
                 "start-here/slow-training.md"}  # routes a symptom to the page that teaches its fix
-EXERCISES = "exercises.md"
 
 
 def teaches(page: str) -> bool:
     """Whether a page (its path under docs/) teaches: not in NOT_TEACHING, not an exercise page."""
-    return page not in NOT_TEACHING and page.rsplit("/", 1)[-1] != EXERCISES
+    return page not in NOT_TEACHING and not is_workbook(page)
 
 
 HEADING = re.compile(r"^#{1,6}\s+(.*)$", re.M)

@@ -157,6 +157,8 @@ def has_notebook(markdown: str) -> bool:
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})")
 HEADING = re.compile(r"^(?P<level>#{1,6})\s+\S")
 ADMONITION = re.compile(r'^(?P<indent>\s*)(?:!!!|\?\?\?\+?)\s+(?P<kind>[\w-]+)(?:\s+"(?P<title>[^"]*)")?\s*$')
+# A collapsed solution on an exercise page: `??? success "Solution"` (pymdownx.details)
+SOLUTION = re.compile(r'^(?P<indent>\s*)\?\?\?\+?\s+[\w-]+\s+"(?P<title>Solution[^"]*)"\s*$')
 TABBED = re.compile(r'^(?P<indent>\s*)===\+?\s+"(?P<title>[^"]*)"\s*$')
 COMMENT = re.compile(r"<!--.*?-->", re.S)
 TIMING = re.compile(r"<!--\s*timing-")
@@ -334,24 +336,61 @@ def _cell(kind: str, source: str, index: int) -> dict:
     return cell
 
 
-def build(root: Path, page: str, repo: Repo) -> dict | None:
-    """The notebook for docs/<page> (relative to docs/), or None for a page without code."""
-    markdown = (Path(root) / "docs" / page).read_text(encoding="utf-8")
-    if not includes(markdown):
+def is_workbook(page: str) -> bool:
+    """Whether a page (relative to docs/) is an exercise page, whose notebook is a workbook: its
+    name is `exercises.md` or ends in `-exercises.md`. One rule, by name, as the test files'."""
+    stem = posixpath.splitext(posixpath.basename(page))[0]
+    return stem == "exercises" or stem.endswith("-exercises")
+
+
+ATTEMPT = ("**Your attempt.** Write it in the empty cell below; the solution is in the last part "
+           "of this notebook, \"Solutions\", after all the exercises.")
+SOLUTIONS_INTRO = ("## Solutions\n\nEach solution as the page shows it, collapsed, under its "
+                   "exercise. Their code runs after all the exercises' code, so run the notebook "
+                   "from the top.")
+
+
+def _block_end(lines: list[str], start: int, indent: str) -> int:
+    """The line after an admonition that starts at `start`: its body is indented past `indent`."""
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end].startswith(indent + "    ")):
+        end += 1
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    return end
+
+
+def _solutions_at(lines: list[str]) -> int | None:
+    """Where a workbook's solutions go: before the first `## ` heading after the last solution
+    (the page's whole script, summary and references stay after them); None without solutions."""
+    last = None
+    fence = None
+    for i, line in enumerate(lines):
+        match = FENCE.match(line)
+        if fence is None and match:
+            fence = match["fence"]
+        elif fence is not None and line.strip().startswith(fence):
+            fence = None
+        elif fence is None and (solution := SOLUTION.match(line)):
+            last = _block_end(lines, i, solution["indent"])
+    if last is None:
         return None
-    page_title = title(markdown, fallback=posixpath.basename(page))
-    convert = _Converter(root, page, repo, page_title)
-    files = ", ".join(f"`{p}`" for p in dict.fromkeys(p for p, _ in includes(markdown)))
-    cells: list[tuple[str, str]] = [
-        ("markdown", f"# {page_title}\n\n"
-                     f"The page [{page_title}]({convert.url}) of the GPU Field Guide as a notebook: its "
-                     f"headings, prose and code in page order. The code cells are the sections of "
-                     f"{files} that the page shows and the site's tests run. Measured numbers are "
-                     f"on the page."),
-        ("code", gpu_check(gpus_needed_by(root, markdown))),
-    ]
+    for i in range(last, len(lines)):
+        if lines[i].startswith("## "):
+            return i
+    return len(lines)
+
+
+def _page_cells(root: Path, lines: list[str], convert: _Converter,
+                workbook: bool = False) -> list[tuple[str, str]]:
+    """The cells of a page's lines (its H1 left out): code fences of includes as code cells,
+    the prose between them as markdown cells. In a workbook each collapsed solution becomes an
+    empty cell to attempt the exercise in, and the solutions come together after the last one."""
+    cells: list[tuple[str, str]] = []
     prose: list[str] = []
-    h1_seen = False
+    solutions: list[tuple[str, str]] = []
+    solutions_at = _solutions_at(lines) if workbook else None
+    exercise = ""
 
     def flush():
         text = convert.markdown(prose)
@@ -359,11 +398,25 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
             cells.append(("markdown", text))
         prose.clear()
 
-    lines = markdown.splitlines()
     i = 0
     while i < len(lines):
+        if i == solutions_at:
+            flush()
+            cells.append(("markdown", SOLUTIONS_INTRO))
+            cells.extend(solutions)
+            solutions.clear()
         line = lines[i]
         fence = FENCE.match(line)
+        solution = SOLUTION.match(line) if solutions_at is not None else None
+        if solution:
+            flush()
+            end = _block_end(lines, i, solution["indent"])
+            body = [b[len(solution["indent"]) + 4:] for b in lines[i + 1:end]]
+            cells += [("markdown", ATTEMPT), ("code", "")]
+            solutions.append(("markdown", f"### {exercise} — {solution['title']}"))
+            solutions.extend(_page_cells(root, body, convert))
+            i = end
+            continue
         if fence:
             end = i + 1
             while end < len(lines) and not lines[end].strip().startswith(fence["fence"]):
@@ -379,15 +432,47 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
             i = end + 1
             continue
         heading = HEADING.match(line)
-        if heading and not h1_seen and heading["level"] == "#":
-            h1_seen = True  # the title cell stands for it
-        elif heading:
+        if heading:
             flush()
-            prose.append(line)
-        else:
-            prose.append(line)
+            if heading["level"] == "##":
+                exercise = line[3:].strip()
+        prose.append(line)
         i += 1
     flush()
+    if solutions:  # the page ends with its last solution
+        cells.append(("markdown", SOLUTIONS_INTRO))
+        cells.extend(solutions)
+    return cells
+
+
+def build(root: Path, page: str, repo: Repo) -> dict | None:
+    """The notebook for docs/<page> (relative to docs/), or None for a page without code.
+
+    An exercise page (`is_workbook`) becomes a workbook: an empty code cell after each
+    exercise's task, and the solutions, collapsed on the page, after all the exercises."""
+    markdown = (Path(root) / "docs" / page).read_text(encoding="utf-8")
+    if not includes(markdown):
+        return None
+    page_title = title(markdown, fallback=posixpath.basename(page))
+    convert = _Converter(root, page, repo, page_title)
+    files = ", ".join(f"`{p}`" for p in dict.fromkeys(p for p, _ in includes(markdown)))
+    order = ("in page order" if not is_workbook(page) else
+             "in page order, except that each exercise has an empty cell to attempt it in and "
+             "the solutions come after all the exercises")
+    cells: list[tuple[str, str]] = [
+        ("markdown", f"# {page_title}\n\n"
+                     f"The page [{page_title}]({convert.url}) of the GPU Field Guide as a notebook: its "
+                     f"headings, prose and code {order}. The code cells are the sections of "
+                     f"{files} that the page shows and the site's tests run. Measured numbers are "
+                     f"on the page."),
+        ("code", gpu_check(gpus_needed_by(root, markdown))),
+    ]
+    lines = markdown.splitlines()
+    h1 = next((n for n, line in enumerate(lines)
+               if (m := HEADING.match(line)) and m["level"] == "#"), None)
+    if h1 is not None:  # the title cell stands for it
+        lines = lines[:h1] + lines[h1 + 1:]
+    cells += _page_cells(root, lines, convert, workbook=is_workbook(page))
     notebook = {
         "cells": [_cell(kind, source, n) for n, (kind, source) in enumerate(_predict_first(cells))],
         "metadata": {

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from fieldguide import ROOT
+from fieldguide.notebooks import is_workbook
 
 DOCS = ROOT / "docs"
 BOX_TITLE = '??? info "How this page is tested"'
@@ -28,7 +29,7 @@ BOX_TITLE = '??? info "How this page is tested"'
 # - the contributor pages are about the tests themselves;
 CONTRIBUTOR_PAGES = {"contributing.md", "reference.md"}
 # - an exercise's solution says how it is checked: that is part of the exercise.
-EXERCISE_PAGE = re.compile(r"(^|/)exercises[^/]*\.md$")
+# (fieldguide.notebooks.is_workbook: exercises.md or <chapter>-exercises.md)
 
 # A sentence about what the tests do, and sources readers cannot see.
 TEST_TALK = re.compile(
@@ -54,7 +55,7 @@ def pages() -> list[str]:
         relative = path.relative_to(DOCS).as_posix()
         if relative.startswith("notebooks/") or relative in CONTRIBUTOR_PAGES:
             continue
-        if EXERCISE_PAGE.search(relative):
+        if is_workbook(relative):
             continue
         found.append(relative)
     return found

@@ -61,7 +61,7 @@ def test_code_cells_are_the_pages_sections_in_order(page):
     assert "torch.cuda.is_available()" in code[0] or "torch.cuda.device_count()" in code[0]
     shown = "\n\n".join(code[1:])
     position = 0
-    for path, section in includes(page.read_text(encoding="utf-8")):
+    for path, section in notebook_order(page):
         found = shown.find(included_code(ROOT, path, section), position)
         assert found >= 0, f"{path}:{section} is not in the notebook after the sections before it"
         position = found
@@ -70,6 +70,77 @@ def test_code_cells_are_the_pages_sections_in_order(page):
         "a shortcode or comment leaked into the notebook"
     assert not re.search(r"^\s*(```|~~~)\s*mermaid", text, re.M), \
         "a diagram in the notebook: its page on the site would fetch Mermaid from a CDN"
+
+
+# --- Exercise pages: their notebooks are workbooks ---------------------------------------------------
+
+SOLUTION = re.compile(r'^(?P<indent>\s*)\?\?\?\+?\s+[\w-]+\s+"Solution[^"]*"\s*$')
+WORKBOOKS = [p for p in CODE_PAGES if notebooks.is_workbook(docs_path(p))]
+
+
+def tasks_and_solutions(page) -> tuple[list, list, list]:
+    """A page's includes as (before its last solution and in none, in a collapsed solution,
+    after its last solution), each in page order."""
+    tasks, solutions, rest = [], [], []
+    indent = None
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if indent is not None and line.strip() and not line.startswith(indent + "    "):
+            indent = None
+        if match := SOLUTION.match(line):
+            indent = match["indent"]
+            rest, tasks = [], tasks + rest  # what came since the last solution was a task
+            continue
+        if include := notebooks.INCLUDE.match(line):
+            (solutions if indent is not None else rest).append((include["path"], include["section"]))
+    if not solutions:
+        return rest, [], []
+    return tasks, solutions, rest
+
+
+def notebook_order(page) -> list:
+    """The includes in the order the notebook holds them: the page's order, but on an exercise
+    page the solutions after all the exercises (before the whole script, summary, references)."""
+    if not notebooks.is_workbook(docs_path(page)):
+        return includes(page.read_text(encoding="utf-8"))
+    tasks, solutions, rest = tasks_and_solutions(page)
+    return tasks + solutions + rest
+
+
+def test_every_chapter_has_an_exercise_page_with_a_notebook():
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:", 1)[1]
+    chapters = re.findall(r"^  - (?P<chapter>[^:\n]+):\n(?P<pages>(?:      - .*\n)+)", nav, re.M)
+    reference = {"Home", "Case studies", "Reference", "Contributing"}
+    taught = [(name, pages) for name, pages in chapters if name not in reference]
+    assert len(taught) >= 7, "the nav's chapters were not found"
+    for name, pages in taught:
+        listed = re.findall(r"- (\S+\.md)", pages)
+        exercises = [p for p in listed if notebooks.is_workbook(p)]
+        assert exercises == listed[-1:], f"{name}: its exercise page is the last in its chapter"
+        assert DOCS / exercises[0] in WORKBOOKS, f"{exercises[0]} shows no code"
+
+
+@pytest.mark.parametrize("page", WORKBOOKS, ids=rel)
+def test_an_exercise_notebook_has_an_empty_cell_per_task_and_the_solutions_after_all_tasks(page):
+    from fieldguide.pages import included_code
+
+    cells = json.loads((ROOT / notebooks.notebook_path(docs_path(page))).read_text(encoding="utf-8"))["cells"]
+    code = ["".join(c["source"]) if c["cell_type"] == "code" else None for c in cells]
+    tasks, solutions, _ = tasks_and_solutions(page)
+    markdown = page.read_text(encoding="utf-8")
+    assert 2 <= len(re.findall(SOLUTION.pattern, markdown, re.M)) <= 4, "two to four exercises"
+    empty = [n for n, source in enumerate(code) if source == ""]
+    assert len(empty) == len(re.findall(SOLUTION.pattern, markdown, re.M)), \
+        "one empty cell to attempt each exercise in"
+    for n in empty:  # right after the task's own code and a line that says what the cell is for
+        assert "Your attempt" in "".join(cells[n - 1]["source"])
+        assert code[n - 2], "an attempt cell follows the exercise's starter code"
+    first_solution = min(next(n for n, source in enumerate(code)
+                              if source and included_code(ROOT, *found) in source)
+                         for found in solutions)
+    assert first_solution > empty[-1], "a solution's code comes before the last exercise's attempt"
+    headings = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    assert "## Solutions" in "\n".join(h.split("\n", 1)[0] for h in headings)
+    assert tasks and solutions
 
 
 def test_links_resolve_to_tracked_files():

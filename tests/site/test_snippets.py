@@ -6,6 +6,7 @@ import re
 import pytest
 
 from fieldguide import ROOT
+from fieldguide.notebooks import is_workbook
 from fieldguide.pages import gpus_needed_by, included_code
 from fieldguide.pages import includes as page_includes
 from fieldguide.snippets import code_outside_sections, gpus_needed, module_name, sections, snippet_files
@@ -24,7 +25,9 @@ def run_by_its_notebook(path) -> str | None:
     checks it and runs it); that page needs as many GPUs as the module, so its notebook runs
     wherever the module would; and the module reads no command line but through
     `parse_known_args`, which ignores the kernel's arguments (so the notebook runs it as
-    `python -m` without arguments does). Then running the module as well would run the same
+    `python -m` without arguments does); and the page is no exercise page, whose notebook runs
+    the solutions after all the exercises, not in page order (fieldguide.notebooks.is_workbook:
+    its module, in page order, runs as `python -m`). Then running the module as well would run the same
     code twice (a training run of tens of seconds on the CPU for some). Where the page shows
     the sections in another order than the file's, importing the module checks that the file's
     order works too (IN_ANOTHER_ORDER), without running its `__main__` block a second time.
@@ -34,6 +37,8 @@ def run_by_its_notebook(path) -> str | None:
         return None
     in_order = list(sections(path))
     for page in pages():
+        if is_workbook(page.relative_to(ROOT / "docs").as_posix()):
+            continue
         markdown = page.read_text(encoding="utf-8")
         shown_on_page = page_includes(markdown)
         shown = [section for p, section in shown_on_page if p == rel(path)]
@@ -112,6 +117,22 @@ def test_imports_in_file_order(path):
     """Its notebook runs every line in the page's order; the file's own order must work too."""
     result = run_python(["-c", f"import {module_name(path)}"])
     assert result.returncode == 0, f"import {module_name(path)} failed:\n{result.stderr}"
+
+
+WORKBOOK_MODULES = {p: rel(page) for page in pages()
+                    if is_workbook(page.relative_to(ROOT / "docs").as_posix())
+                    for p in dict.fromkeys(path for path, _ in includes(page))}
+
+
+@pytest.mark.parametrize("path", sorted(WORKBOOK_MODULES), ids=str)
+def test_an_exercise_module_runs_in_the_order_its_page_shows(path):
+    """An exercise page's notebook runs the solutions after all the exercises; `python -m` runs
+    the module in file order, so the file's order must be the page's: a reader copying each
+    exercise and then its solution from the page runs what `test_runs_as_module` ran."""
+    assert path not in RUN_BY_A_NOTEBOOK
+    shown = [s for p, s in includes(ROOT / WORKBOOK_MODULES[path]) if p == path]
+    assert shown == [s for s in sections(ROOT / path) if s in shown], (
+        f"{WORKBOOK_MODULES[path]} shows the sections of {path} in another order than the file's")
 
 
 DISPLAY_WIDTH = 88  # wider lines scroll sideways in the site's code blocks

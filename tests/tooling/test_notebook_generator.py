@@ -127,6 +127,71 @@ def test_the_notebook_is_the_page_in_order(project):
     assert prose.count("measured numbers") == 1 and "<!--" not in prose and "| Run |" not in prose
 
 
+EXERCISES = '''\
+# Exercises: circles
+
+```python
+--8<-- "snippets/demo/circles.py:setup"
+```
+
+## Exercise 1: the area
+
+What is the area of a circle of radius 2?
+
+```python
+--8<-- "snippets/demo/circles.py:setup"
+```
+
+??? success "Solution"
+    Use `area`:
+
+    ```python
+    --8<-- "snippets/demo/circles.py:main"
+    ```
+
+    It took <!-- timing-value: circles.area median -->.
+
+## Exercise 2: twice
+
+Double it.
+
+??? success "Solution"
+    Call it twice.
+
+## Summary
+
+- Circles.
+'''
+
+
+@pytest.mark.parametrize("name", ["demo/exercises.md", "demo/demo-exercises.md"])
+def test_an_exercise_page_becomes_a_workbook(project, name):
+    (project / "docs" / name).write_text(EXERCISES)
+    found = cells(notebooks.build(project, name, REPO))
+    texts = [text for _, text in found]
+    code = [text for kind, text in found if kind == "code"]
+    assert [n for n, (kind, text) in enumerate(found) if kind == "code" and text == ""] == \
+        [texts.index("## Exercise 1: the area\n\nWhat is the area of a circle of radius 2?") + 3,
+         texts.index("## Exercise 2: twice\n\nDouble it.") + 2], "an empty cell after each task"
+    assert all("Your attempt" in texts[n - 1] for n, text in enumerate(texts) if text == "")
+    solutions = texts.index(notebooks.SOLUTIONS_INTRO)
+    assert solutions < texts.index("## Summary\n\n- Circles."), "the rest of the page after them"
+    assert texts[solutions + 1:solutions + 6] == [
+        "### Exercise 1: the area — Solution", "Use `area`:", 'print("area", area(2.0))',
+        "*The measured numbers for this part are on the page: [Exercises: circles]"
+        f"(https://acme.github.io/guide/{name[:-3]}/).*",
+        "### Exercise 2: twice — Solution"]
+    assert texts[solutions + 6] == "Call it twice."
+    assert code[-1] == 'print("area", area(2.0))', "the solution's code runs after every task"
+
+
+def test_a_solution_on_another_page_stays_where_it_is(project):
+    (project / "docs" / "demo" / "circles.md").write_text(EXERCISES.replace("# Exercises", "# Notes"))
+    found = cells(notebooks.build(project, "demo/circles.md", REPO))
+    assert not [text for kind, text in found if kind == "code" and text == ""]
+    assert notebooks.SOLUTIONS_INTRO not in [text for _, text in found]
+
+
 def test_a_gpu_page_stops_at_the_check_when_there_is_no_gpu(project):
     source = project / "snippets" / "demo" / "circles.py"
     source.write_text(source.read_text().replace("GPUS_NEEDED = 0", "GPUS_NEEDED = 1"))

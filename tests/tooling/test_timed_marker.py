@@ -32,6 +32,10 @@ TIMING_PREFIXES = ("time_", "timed_")
 
 # Tests that call something timing-like but assert on no live duration, and why.
 NOT_TIMED = {
+    "test_execution_exercises.py::test_every_clock_read_of_the_fix_follows_a_synchronization":
+        "records the order of clock reads and synchronizations; asserts on no duration",
+    "test_execution_exercises.py::test_the_original_stops_its_clock_without_waiting":
+        "records the order of clock reads and synchronizations; asserts on no duration",
     "test_ddp_with_torchrun.py::test_overlap_counts_only_time_when_both_lanes_run":
         "overlap_seconds adds up made-up events: nothing runs",
     "test_mixed_precision_training.py::test_time_shares_split_the_whole_step":
