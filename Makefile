@@ -102,7 +102,7 @@ test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (
 # One page's loop: its notebook current, ruff on its files, a strict build of the site beside its
 # tests, its snippets and its notebook, then the checks of the built site about it
 # (fieldguide/check.py). Several pages: PAGE="docs/a/b.md docs/c/d.md", one build.
-check: $(SETUP) ## One page, in about 90 s: make check PAGE=docs/execution/streams.md
+check: $(SETUP) ## One page's loop (target 90 s): make check PAGE=docs/execution/streams.md
 	@[ -n "$(PAGE)" ] || { echo "usage: make check PAGE=docs/<chapter>/<page>.md" >&2; exit 2; }
 	$(PY) -m fieldguide.check $(PAGE)
 
@@ -148,7 +148,7 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU
 	exit $$status
 
 # STALE=1: only the benchmarks this machine's GPU has never measured, or whose code changed since.
-timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<gpu>/ (STALE=1: only stale or new ones)
+timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<machine>/ (STALE=1: only stale or new ones)
 	$(GPU_PYTHON) -m fieldguide.timing_run $(if $(STALE),--stale)
 
 timings-list: ## List benchmark names (for `python3 -m fieldguide.timing_run --only NAME`)

@@ -1,4 +1,4 @@
-"""`make check PAGE=docs/<chapter>/<page>.md`: one page's loop, in about a minute and a half.
+"""`make check PAGE=docs/<chapter>/<page>.md`: one page's loop (its target: 90 s).
 
 What `make test` runs about one page, and nothing else:
 
@@ -87,9 +87,15 @@ def keyword_expression(pages: list[Page], names: tuple[str, ...]) -> str:
     return " or ".join(dict.fromkeys(words))
 
 
-def _pytest(args: list[str], env: dict[str, str]) -> int:
+# The browser check reads the whole site (make test runs it). Tests that time something live
+# (`timed`, `whole_gpu`) wait until the build beside the others has ended, as in make test.
+BESIDE_THE_BUILD = "not browser and not timed and not whole_gpu"
+ALONE = "(timed or whole_gpu) and not browser"
+
+
+def _pytest(args: list[str], env: dict[str, str], marks: str = BESIDE_THE_BUILD) -> int:
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
-                           "-m", "not browser", *args], cwd=ROOT, env=env).returncode
+                           "-m", marks, *args], cwd=ROOT, env=env).returncode
 
 
 def run(names: list[str], site: Path) -> int:
@@ -120,8 +126,8 @@ def run(names: list[str], site: Path) -> int:
                                  cwd=ROOT, env=env, stdout=build_log, stderr=subprocess.STDOUT, text=True)
         try:
             since = time.perf_counter()
-            before = _pytest(["-k", keyword_expression(pages, WHOLE_TREE), *_existing(pages), *BEFORE_BUILD],
-                             env)
+            page_tests = ["-k", keyword_expression(pages, WHOLE_TREE), *_existing(pages), *BEFORE_BUILD]
+            before = _pytest(page_tests, env)
             step("the page's tests, snippets, notebook and labels", since)
             built = build.wait()
         finally:
@@ -130,6 +136,9 @@ def run(names: list[str], site: Path) -> int:
         step(f"strict build into {_shown(site)} (beside the tests)", build_started)
         build_log.seek(0)
         log = build_log.read()
+    since = time.perf_counter()
+    timed = _pytest(page_tests, env, marks=ALONE)
+    step("the page's timed tests, alone", since)
     if built != 0:
         print(f"make check: `mkdocs build --strict` failed:\n{_warnings(log)}", file=sys.stderr)
         after = 1
@@ -139,8 +148,9 @@ def run(names: list[str], site: Path) -> int:
                         {**env, "FIELDGUIDE_BUILT_SITE": str(site)})
         step("checks of the built site", since)
 
-    failed = [what for what, code in (("ruff", lint), ("tests", before), ("build", built),
-                                      ("built-site checks", after)) if code not in (0, 5)]
+    failed = [what for what, code in (("ruff", lint), ("tests", before), ("timed tests", timed),
+                                      ("build", built), ("built-site checks", after))
+              if code not in (0, 5)]
     print("\nmake check " + " ".join(p.doc for p in pages) + ":")
     print("\n".join(timeline))
     total = time.perf_counter() - started

@@ -4,12 +4,16 @@ profile the suite on a machine that other work shares, where wall times say litt
     python -m pytest -p benchmarks.loop.cpu_times --cpu-times=out.json
 
 Writes {nodeid: {"cpu_s": ..., "wall_s": ...}} for setup, call and teardown together, and the
-session's totals under "" (the whole run, collection included).
+session's totals under "" (the whole run, collection included), into PATH.<pid>: one file per
+process that ran tests, since `make test` runs two pytest sessions and the first on several
+pytest-xdist workers (a controller that ran no test writes nothing, so no CPU second is counted
+twice). benchmarks/loop/run.py merges them (`read_all`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import time
 from pathlib import Path
@@ -39,7 +43,8 @@ def pytest_runtest_protocol(item, nextitem):
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = session.config.getoption("--cpu-times")
-    if path:
+    if path and _times:
         _times[""] = {"cpu_s": round(_cpu() - _start[0], 3),
                       "wall_s": round(time.perf_counter() - _start[1], 3)}
-        Path(path).write_text(json.dumps(_times, indent=1), encoding="utf-8")
+        Path(f"{path}.{os.getpid()}").write_text(json.dumps(_times, indent=1), encoding="utf-8")
+

@@ -218,11 +218,30 @@ def step_test(clone: Path, python: str, log: Path) -> dict:
     return {"make_test": timer.record(rc=code, profile=profile(per_test))}
 
 
+def read_all(path: Path) -> dict[str, dict[str, float]] | None:
+    """The per-process files of benchmarks/loop/cpu_times.py (PATH.<pid>) merged: the tests'
+    times, and under "" the sum of the processes' CPU seconds and the longest wall time (the
+    workers ran side by side)."""
+    files = sorted(path.parent.glob(path.name + ".*"))
+    if not files:
+        return None
+    merged: dict[str, dict[str, float]] = {}
+    total = {"cpu_s": 0.0, "wall_s": 0.0}
+    for file in files:
+        times = json.loads(file.read_text(encoding="utf-8"))
+        session = times.pop("", {})
+        total["cpu_s"] += session.get("cpu_s", 0.0)
+        total["wall_s"] = max(total["wall_s"], session.get("wall_s", 0.0))
+        merged.update(times)
+    merged[""] = {k: round(v, 3) for k, v in total.items()}
+    return merged
+
+
 def profile(per_test: Path, top: int = 12) -> dict | None:
     """Where pytest's CPU time went: its total, by test file and the costliest tests."""
-    if not per_test.is_file():
+    times = read_all(per_test)
+    if times is None:
         return None
-    times = json.loads(per_test.read_text(encoding="utf-8"))
     session = times.pop("", {})
     by_file: dict[str, float] = {}
     for nodeid, spent in times.items():

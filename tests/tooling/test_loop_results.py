@@ -71,3 +71,19 @@ def test_the_benchmark_modules_import_without_the_tests(name):
     assert imported <= {"__future__", "argparse", "datetime", "json", "os", "platform", "resource", "shutil",
                         "signal", "socket", "subprocess", "sys", "tempfile", "time", "urllib", "pathlib",
                         "pytest"}, imported
+
+
+def test_the_make_test_profile_merges_every_process_that_ran_tests(tmp_path):
+    """make test runs two pytest sessions, the first on several workers: each writes its own
+    file, and the profile counts every test once and every process's CPU once."""
+    from benchmarks.loop.run import profile
+
+    per_test = tmp_path / "cpu_times.json"
+    (tmp_path / "cpu_times.json.101").write_text(json.dumps(
+        {"tests/a.py::t1": {"cpu_s": 3.0, "wall_s": 4.0}, "": {"cpu_s": 10.0, "wall_s": 50.0}}))
+    (tmp_path / "cpu_times.json.102").write_text(json.dumps(
+        {"tests/b.py::t2": {"cpu_s": 5.0, "wall_s": 6.0}, "": {"cpu_s": 20.0, "wall_s": 40.0}}))
+    merged = profile(per_test)
+    assert merged["tests"] == 2 and merged["pytest_cpu_s"] == 30.0 and merged["pytest_wall_s"] == 50.0
+    assert merged["by_file_cpu_s"] == {"tests/b.py": 5.0, "tests/a.py": 3.0}
+    assert profile(tmp_path / "none.json") is None
