@@ -112,3 +112,14 @@ def test_the_strict_build_refuses_a_placeholder_on_the_page_or_in_its_code(tmp_p
               and "scaffold placeholder left" in r.getMessage()]
     assert len(errors) == 1 and "page 'Tiny kernels'" in errors[0], errors
     assert expected in errors[0], errors[0]
+
+
+def test_no_snippet_or_benchmark_holds_a_placeholder():
+    """The scaffold also writes placeholders where no page shows them (a snippet module's
+    docstring, a benchmark's budget line): the build never sees those, so this test does."""
+    left = {}
+    for folder in ("snippets", "benchmarks"):
+        for module in sorted((ROOT / folder).rglob("*.py")):
+            if found := placeholders.found(module.read_text(encoding="utf-8")):
+                left[module.relative_to(ROOT).as_posix()] = [p.text for p in found]
+    assert not left, f"scaffold placeholders left in code: {left}"
