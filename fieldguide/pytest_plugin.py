@@ -115,8 +115,8 @@ def long_tests_first(items: list, workers: int) -> list:
     steals from the end of a busy one's queue, and stolen tests that shared a module fixture
     set it up once more (a torchrun or a training run, 10-20 s; five times over at the end of
     a run on 2026-11-25)."""
-    long = [i for i in items if i.get_closest_marker("fresh_interpreter") is not None]
-    rest = [i for i in items if i.get_closest_marker("fresh_interpreter") is None]
+    long = [i for i in items if _is_long(i)]
+    rest = [i for i in items if not _is_long(i)]
     ordered, left = [], len(items)
     for k in range(workers):
         size = left // (workers - k)  # as worksteal splits the queue among idle workers
@@ -126,6 +126,13 @@ def long_tests_first(items: list, workers: int) -> list:
         rest = rest[take:]
         left -= size
     return ordered + rest
+
+
+def _is_long(item) -> bool:
+    """A test that starts a new Python, or drives the browser (its file loads every page at two
+    widths: under `--dist loadfile` that file is one unit of several minutes, which must not be
+    the last to start)."""
+    return any(item.get_closest_marker(m) is not None for m in ("fresh_interpreter", "browser"))
 
 
 def _shares_a_fixture(item) -> bool:

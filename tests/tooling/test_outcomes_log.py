@@ -136,3 +136,16 @@ def test_after_collects_then_waits_for_its_file(tmp_path):
     assert second.returncode == 0, output
     assert "the tests start once" in output and "1 passed" in output
     assert json.loads(log.read_text())["outcome"] == "passed"
+
+
+def test_browser_tests_count_as_long():
+    """Under --dist loadfile the browser file is one unit of minutes: it starts first, not last."""
+    from types import SimpleNamespace
+
+    from fieldguide.pytest_plugin import long_tests_first
+
+    def item(name, marker=None):
+        return SimpleNamespace(name=name, get_closest_marker=lambda m: marker if m == marker else None)
+
+    items = [item("t0"), item("t1"), item("page_in_chromium", "browser")]
+    assert [i.name for i in long_tests_first(items, 1)] == ["page_in_chromium", "t0", "t1"]
