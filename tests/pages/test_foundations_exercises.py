@@ -60,6 +60,9 @@ def test_a_notebook_forks_and_a_script_spawns(snippet, monkeypatch):
     import sys
     import types
 
-    assert snippet.start_method() == "spawn"  # pytest's __main__ is a file
-    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
+    script = types.ModuleType("__main__")
+    script.__file__ = "train.py"  # `python train.py`: spawned workers can import it
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    assert snippet.start_method() == "spawn"
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))  # a kernel's
     assert snippet.start_method() == "fork"
