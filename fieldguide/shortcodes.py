@@ -414,8 +414,8 @@ def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     """NAME[:FIELD] over NAME[:FIELD]. With `unit=×` (given when the page writes × right after
     the shortcode) the sign follows the number and the range: "2,528× (1,902–2,859× over 4 runs)".
     A host-bound pair reads as the median of its per-run ratios, which says so where it differs
-    from the ratio of the two medians: "30× (the median of the ratios within each of 4 runs,
-    27–104×; the ratio of the two medians is 27.7×)"."""
+    from the ratio of the two medians: "30× (the median of 4 runs' own ratios, 27–104×; the two
+    medians give 28×)"."""
     if len(code.args) not in (2, 3):
         raise ValueError("timing-ratio takes NAME[:FIELD] NAME[:FIELD] [FORMAT]")
     values, per_run, host = [], [], False
@@ -444,9 +444,8 @@ def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     # medians a page prints beside it (timing-value), it says which it is and gives both.
     within = number(statistics.median(ratios)) if host and ratios else of_medians
     if within != of_medians:
-        return (f"{within}{unit} (the median of the ratios within each of {len(ratios)} runs"
-                + (f", {across}" if spread else "")
-                + f"; the ratio of the two medians is {of_medians}{unit})")
+        return (f"{within}{unit} (the median of {len(ratios)} runs' own ratios"
+                + (f", {across}" if spread else "") + f"; the two medians give {of_medians}{unit})")
     return within + unit + (f" ({across} over {len(ratios)} runs)" if spread else "")
 
 

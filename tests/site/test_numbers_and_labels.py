@@ -209,7 +209,7 @@ def test_every_ratio_reads_as_the_ratio_of_its_medians_or_says_which_it_is():
             of_medians = format_spec(ratio, spec) if spec else format_number(ratio)
             checked += 1
             if (shown.split(" (")[0] != of_medians
-                    and f"the ratio of the two medians is {of_medians})" not in shown):
+                    and f"the two medians give {of_medians})" not in shown):
                 silent.append(f"{src}: {code.text.strip()} reads {shown!r}; the medians give "
                               f"{of_medians}")
     assert checked > 100, f"only {checked} ratios found: is the page scan broken?"

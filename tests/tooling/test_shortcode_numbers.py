@@ -46,8 +46,8 @@ def test_a_host_bound_ratio_unlike_the_ratio_of_its_medians_says_which_it_is(tmp
     text, problems = render(runs(tmp_path, **DIFFER),
                             "<!-- timing-ratio: x.copy x.launch .2f -->× faster")
     assert not problems, problems
-    assert text == ("1.50× (the median of the ratios within each of 3 runs, 1.50–4.00×; "
-                    "the ratio of the two medians is 2.00×) faster"), text
+    assert text == ("1.50× (the median of 3 runs' own ratios, 1.50–4.00×; "
+                    "the two medians give 2.00×) faster"), text
 
 
 def test_a_host_bound_ratio_equal_to_the_ratio_of_its_medians_reads_plainly(tmp_path):
