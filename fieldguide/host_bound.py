@@ -26,6 +26,7 @@ from pathlib import Path
 
 from fieldguide.timings import (
     DERIVED_FIELDS,
+    SIZE_SUFFIXES,
     SUFFIXES,
     TIME_FIELDS,
     Benchmark,
@@ -72,9 +73,13 @@ def unmatched_keys(path: Path, names: list[str]) -> list[str]:
 def measured_field(field: str) -> bool:
     """A time, a quantity derived from one, or a recorded field with a unit (`step_us`,
     `items_per_s`): what moves with the host. A setting the benchmark recorded
-    (`num_workers`, `bytes`) does not."""
-    return (field in (*TIME_FIELDS, *DERIVED_FIELDS)
-            or any(field.endswith(suffix) for suffix in SUFFIXES))
+    (`num_workers`, `bytes`) does not, nor does a size it measured (`peak_bytes`,
+    `peak_gpu0_gib`): HOST_BOUND says what of the host the benchmark's time measures."""
+    if field in (*TIME_FIELDS, *DERIVED_FIELDS):
+        return True
+    if field.endswith(SIZE_SUFFIXES):
+        return False
+    return any(field.endswith(suffix) for suffix in SUFFIXES)
 
 
 def machines(bench: Benchmark) -> int:

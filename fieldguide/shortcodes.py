@@ -44,6 +44,7 @@ from fieldguide.timings import (
     Run,
     TimingError,
     Timings,
+    carries_unit,
     disagreeing_range,
     format_number,
     format_range,
@@ -392,8 +393,13 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
     (bench,) = build.benchmarks(code, [name], page)
     # unit=GB/s: for a value whose field carries no unit; written once, after the value
     unit = code.options.get("unit", "")
-    unit = unit if unit in ("", "×", "%") else f" {unit}"
     spec = spec[0] if spec else None
+    # A field whose name says its unit (fieldguide/timings.py, SUFFIXES) reads with it, unless a
+    # FORMAT prints the bare number: a `unit=` beside it would print the unit twice ("GiB GiB").
+    if unit and not spec and carries_unit(field_name):
+        raise ValueError(f"{field_name!r} reads with its own unit ({format_value(field_name, 1)!r} "
+                         f"for 1): remove unit={unit}")
+    unit = unit if unit in ("", "×", "%") else f" {unit}"
     host = host_bound.host_bound(bench, build.root)
     if host and host_bound.measured_field(field_name):
         text = format_value(field_name, bench.value(field_name), spec) + unit
@@ -406,7 +412,10 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
 
 def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     """NAME[:FIELD] over NAME[:FIELD]. With `unit=×` (given when the page writes × right after
-    the shortcode) the sign follows the number and the range: "2,528× (1,902–2,859× over 4 runs)"."""
+    the shortcode) the sign follows the number and the range: "2,528× (1,902–2,859× over 4 runs)".
+    A host-bound pair reads as the median of its per-run ratios, which says so where it differs
+    from the ratio of the two medians: "30× (the median of 4 runs' own ratios, 27–104×; the two
+    medians give 28×)"."""
     if len(code.args) not in (2, 3):
         raise ValueError("timing-ratio takes NAME[:FIELD] NAME[:FIELD] [FORMAT]")
     values, per_run, host = [], [], False
@@ -425,14 +434,19 @@ def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     # The ratio within each run that measured both: where runs disagree, their range too.
     ratios = [per_run[0][run] / per_run[1][run] for run in per_run[0].keys() & per_run[1].keys()
               if isinstance(per_run[0][run], (int, float)) and per_run[1][run]]
-    # A host-bound number moves with the machine: only a ratio within one run compares alike.
-    text = number(statistics.median(ratios) if host and ratios else values[0] / values[1]) + unit
     spread = disagreeing_range(ratios)
-    if spread:
-        low = number(spread[0])
-        low = low.rstrip("%") if spec and spec.endswith("%") else low
-        text += f" ({low}–{number(spread[1])}{unit} over {len(ratios)} runs)"
-    return text
+    low = number(spread[0]) if spread else ""
+    low = low.rstrip("%") if spec and spec.endswith("%") else low
+    across = f"{low}–{number(spread[1])}{unit}" if spread else ""
+    of_medians = number(values[0] / values[1])
+    # A host-bound number moves with the machine: only a ratio within one run compares alike, so
+    # the page shows the median of those. Where it reads otherwise than the ratio of the two
+    # medians a page prints beside it (timing-value), it says which it is and gives both.
+    within = number(statistics.median(ratios)) if host and ratios else of_medians
+    if within != of_medians:
+        return (f"{within}{unit} (the median of {len(ratios)} runs' own ratios"
+                + (f", {across}" if spread else "") + f"; the two medians give {of_medians}{unit})")
+    return within + unit + (f" ({across} over {len(ratios)} runs)" if spread else "")
 
 
 def render_crossover(code: Shortcode, build: Build, page: Page) -> str:

@@ -222,7 +222,12 @@ class Benchmark:
         """The median over runs of a number; a recorded non-number from the newest run."""
         values = [r.value(field, stat) for r in self.records]
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            return statistics.median(values)
+            median = statistics.median(values)
+            # a setting recorded as an integer (num_workers, ops, a size) stays one: the median
+            # of an even number of runs comes back as 8.0, which would read "8.00 workers"
+            if all(isinstance(v, int) for v in values) and float(median).is_integer():
+                return int(median)
+            return median
         return values[-1]
 
     def spread(self, field: str = "median") -> tuple[float, float] | None:
@@ -540,12 +545,21 @@ SUFFIXES: dict[str, Callable[[float], Unit] | Unit] = {
     "_per_s": Unit("/s"),
     "_gbs": Unit(" GB/s"),
 }
+# Suffixes of sizes: a byte count is what the benchmark allocated, not how fast the host was, so
+# a host-bound benchmark's sizes read without its host range (fieldguide/host_bound.py).
+SIZE_SUFFIXES = ("_bytes", "_gib")
 # what a value in seconds-per-something suffix is multiplied by to reach seconds
 _TO_SECONDS = {"_ms": 1e-3, "_us": 1e-6}
 
 
 def _suffix(field: str) -> str | None:
     return next((s for s in sorted(SUFFIXES, key=len, reverse=True) if field.endswith(s)), None)
+
+
+def carries_unit(field: str) -> bool:
+    """Whether `field`'s value reads with a unit of its own (`peak_gpu0_gib`, `step_us`,
+    `bandwidth_gbs`): a page's `unit=` beside it would print the unit twice."""
+    return field in (*TIME_FIELDS, "per_op", "bytes") or field in FIELD_UNITS or _suffix(field) is not None
 
 
 def unit_of(field: str, value: float) -> tuple[Unit, float]:

@@ -15,8 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from fieldguide import ROOT, shortcodes
 from fieldguide.labels import FIELD_LABELS, gpu_label
-from fieldguide.timings import format_number, format_range, format_spec, format_value
+from fieldguide.timings import (
+    TimingError,
+    format_number,
+    format_range,
+    format_spec,
+    format_value,
+)
 
 UNITS = r"(?:ns|µs|ms|s|GB/s|TFLOP/s|GFLOP/s|GiB|MiB|KiB|W)"
 # What breaks the rule, as it reads in a page's text (code blocks and the per-run table aside).
@@ -176,3 +183,34 @@ def test_measured_on_is_one_line_per_gpu_with_every_run_collapsed(built_site):
     assert not [g for g in gpus if g.startswith("NVIDIA")]  # named as the tabs name them
     assert re.search(r'<details class="info">\s*<summary>Every run behind this page \(\d+\)', section)
     assert "<table>" not in section.split("<details")[0]  # the per-run table only collapsed
+
+
+def test_every_ratio_reads_as_the_ratio_of_its_medians_or_says_which_it_is():
+    """A page prints a ratio beside the two medians it compares (timing-value). Every ratio on
+    every page reads as their ratio, or (a host-bound pair, whose median of the ratios within
+    each run differs) says it is that median and gives the ratio of the medians too: never a
+    number that disagrees with its neighbours in silence (fieldguide/shortcodes.py)."""
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    build = shortcodes.Build(ROOT, re.search(r"timings:\s*([\w-]+)", config)[1])
+    checked, silent = 0, []
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        src = path.relative_to(ROOT / "docs").as_posix()
+        for _, code in shortcodes.find(path.read_text(encoding="utf-8")):
+            if code.kind != "ratio":
+                continue
+            try:
+                shown = shortcodes.render_ratio(code, build, shortcodes.Page(src, ""))
+            except (TimingError, ValueError, KeyError):
+                continue  # the build fails on it, naming the page
+            medians = [build.timings(code.gpu).benchmark(name).value(field or "median")
+                       for name, _, field in (operand.partition(":") for operand in code.args[:2])]
+            spec = code.args[2] if len(code.args) == 3 else None
+            ratio = medians[0] / medians[1]
+            of_medians = format_spec(ratio, spec) if spec else format_number(ratio)
+            checked += 1
+            if (shown.split(" (")[0] != of_medians
+                    and f"the two medians give {of_medians})" not in shown):
+                silent.append(f"{src}: {code.text.strip()} reads {shown!r}; the medians give "
+                              f"{of_medians}")
+    assert checked > 100, f"only {checked} ratios found: is the page scan broken?"
+    assert not silent, "\n".join(silent)
