@@ -385,3 +385,12 @@ def test_every_chapter_page_ends_with_its_references(doc):
     section = text[text.rindex("\n## References"):]
     links = re.findall(r"\]\((https://[^)\s]+)\)", section)
     assert len(links) >= 2, f"{doc}: its References link {links}"
+
+
+def test_search_finds_each_lesson_once_not_its_notebook_page(built_site):
+    """hooks/notebooks_out_of_search.py: a notebook page repeats its lesson, so search leaves it
+    out; the lessons themselves are all in the index."""
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    locations = {entry["location"].split("#")[0] for entry in index["docs"]}
+    assert not [loc for loc in locations if loc.startswith("notebooks/")]
+    assert {"execution/streams/", "several-gpus/fsdp2/"} <= locations
