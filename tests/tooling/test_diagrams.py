@@ -211,7 +211,20 @@ def test_the_memory_schematic_follows_the_memory_pages_loop():
     last = diagrams.MEMORY_EVENTS
     live = {name for name, start, end, _ in diagrams.MEMORY_BANDS
             if start <= last and (end is None or last < end)}
-    assert live == {"parameter 1", "parameter 2", "parameter 3", "exp_avg", "exp_avg_sq"}
+    parameters = {f"parameter {i}" for i in (1, 2, 3)}
+    state = {f"{name} {i}" for i in (1, 2, 3) for name in ("exp_avg", "exp_avg_sq")}
+    assert live == parameters | state  # two state tensors per parameter
+    bands = {name: (start, end, size) for name, start, end, size in diagrams.MEMORY_BANDS}
+    # foreach AdamW (the CUDA default) allocates a parameter-sized temporary and frees it
+    start, end, size = bands["update temporary"]
+    assert size == sum(bands[p][2] for p in parameters) and end is not None and end < last
+    assert start > max(bands[s][0] for s in state)
+    from torch.optim import AdamW, adam
+
+    assert issubclass(AdamW, adam.Adam)  # AdamW runs Adam's foreach update
+    assert "_foreach_sqrt(" in inspect.getsource(adam._multi_tensor_adam)
+    words = diagrams.DIAGRAMS["memory-timeline"].description
+    assert "two state tensors per parameter" in words and "temporary" in words
     assert dict(lows["gradient 1"])[17] < dict(lows["gradient 1"])[16]  # activation 1 freed
 
 
