@@ -363,6 +363,18 @@ def _notes(ax, x, y, notes, colors, step=0.42):
 
 # The profiler's trace viewer ------------------------------------------------------------------------
 
+# step 1 of the trace schematic: the host's forward span and the GPU's two products (x from, to);
+# callout 1 reads them: forward ends after the first kernel, before the last
+TRACE_FORWARD = (0.1, 4.3)
+TRACE_KERNELS = [(1.7, 4.1), (4.15, 6.45)]
+TRACE_NOTES = [
+    "the host runs ahead: forward ends before its last kernel does",
+    "cudaStreamSynchronize: the thread waits for the stream",
+    "flow arrows: each launch to the kernel it started",
+    "a gap: the GPU waits for the host; shorten the host work",
+]
+
+
 def draw_trace(ax, colors):
     """Two steps as Perfetto or chrome://tracing shows them: the Python thread's spans nested
     (user annotation, aten:: operator, CUDA runtime call), the CUDA stream's kernels, the flow
@@ -374,7 +386,8 @@ def draw_trace(ax, colors):
     ax.text(0, 2.42, "CUDA stream 7 (GPU)", fontsize=SMALL_PT, color=colors["text"], va="center")
     ax.plot([0, 10], [2.2, 2.2], color=colors["grid"], linewidth=0.8)
     # step 1: forward queues two products; loss.item() waits until they are done
-    _box(ax, 0.1, top, 4.2, 0.42, "forward", cpu, colors)
+    _box(ax, TRACE_FORWARD[0], top, TRACE_FORWARD[1] - TRACE_FORWARD[0], 0.42, "forward", cpu,
+         colors)
     launches = []
     for i in range(2):
         x = 0.15 + i * 2.05
@@ -383,7 +396,7 @@ def draw_trace(ax, colors):
         launches.append(x + 1.41)
     ax.text(4.4, low + 0.21, "← cudaLaunchKernel(ExC)", fontsize=SMALL_PT, color=colors["text"],
             va="center")
-    kernels = [(1.7, 4.1), (4.15, 6.45)]
+    kernels = TRACE_KERNELS
     _box(ax, 4.4, top, 2.1, 0.42, "aten::item", cpu, colors)
     _box(ax, 4.45, mid, 2.05, 0.42, "cudaStream…", wait, colors, dashed=True)
     # step 2 starts after the host's own work; meanwhile the GPU has nothing queued
@@ -408,12 +421,7 @@ def draw_trace(ax, colors):
     _callout(ax, 5.45, 0.15, 2, colors)
     _callout(ax, 0.6, stream + 0.21, 3, colors)
     _callout(ax, 6.75, stream + 0.7, 4, colors)
-    _notes(ax, 0, 4.05, [
-        "the host runs ahead: forward ends before its last kernel does",
-        "cudaStreamSynchronize: the thread waits for the stream",
-        "flow arrows: each launch to the kernel it started",
-        "a gap: the GPU waits for the host; shorten the host work",
-    ], colors)
+    _notes(ax, 0, 4.05, TRACE_NOTES, colors)
 
 
 # The memory visualizer's Active Memory Timeline ----------------------------------------------------

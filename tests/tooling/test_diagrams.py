@@ -119,6 +119,10 @@ def test_the_queue_figure_names_its_gpu_and_run(rendered):
     assert gpu in re.search(r'aria-label="([^"]+)"', figure)[1]
     words = re.search(r"\n    (.+)\n    \{: #figure-host-queue-words \}", figure)[1]
     assert gpu in words and run.id in words
+    # the text and table quote every run; the figure says it draws one of them, and that the
+    # per-launch and per-product times are the measured totals spread evenly
+    assert f"one of the {len(both)} runs" in caption or (len(both) == 1 and "the one run" in caption)
+    assert "of the remaining time" in caption and words.count("on average") == 2
 
 
 def test_the_queue_is_the_two_measured_totals_spread_evenly():
@@ -198,6 +202,20 @@ def test_fsdp_default_reshards_every_unit_but_the_root():
     assert "If ``None``, it is set to ``True`` for non-root modules and ``False`` for root modules" in doc
     words = diagrams.DIAGRAMS["fsdp-unit-cycle"].description
     assert "reshard_after_forward=None" in words and "root" in words
+    # prefetch overlaps the next unit's all-gather with this unit's compute; the shard stays
+    assert "prefetches" in words and "shard stays allocated beside the gathered copy" in words
+
+
+def test_the_trace_schematic_draws_what_callout_1_says():
+    """Forward ends while its last product still runs on the GPU (its first kernel, drawn
+    shorter, has ended by then): the note and the description say "last", as drawn."""
+    forward_end = diagrams.TRACE_FORWARD[1]
+    first_end = diagrams.TRACE_KERNELS[0][1] - 0.05  # _box draws each kernel 0.05 short
+    last_end = diagrams.TRACE_KERNELS[-1][1] - 0.05
+    assert first_end < forward_end < last_end
+    assert "before its last kernel does" in diagrams.TRACE_NOTES[0]
+    assert "before its last kernel does" in diagrams.DIAGRAMS["profiler-trace"].description
+    assert "first kernel" not in diagrams.DIAGRAMS["profiler-trace"].description
 
 
 def test_the_memory_schematic_follows_the_memory_pages_loop():
