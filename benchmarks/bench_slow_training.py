@@ -36,6 +36,7 @@ def bench_trace(gpu_benchmark, snippet, tmp_path):
         longest_gap_us=symptoms.longest_gaps_us[0] if symptoms.longest_gaps_us else 0.0,
         products=symptoms.products,
         fp32_products=symptoms.fp32_products,
+        fp32_product_pct=100 * symptoms.fp32_product_us / symptoms.span_us,
         branches=" / ".join(snippet.where_to_look(symptoms)),
     )
     gpu_benchmark(step, rounds=20, warmup_rounds=3)

@@ -87,6 +87,7 @@ class Symptoms:
     tiny_kernel_us: float  # ... of the kernels shorter than TINY_US
     products: int  # matrix products and convolutions
     fp32_products: int  # ... of them with float32 inputs that run in strict float32
+    fp32_product_us: float  # GPU time of their kernels (none in a CPU trace)
 
     @property
     def gpu_idle_share(self):
@@ -143,28 +144,33 @@ def read_trace(path):
     strict = strict_float32()
     fp32 = [e for e in products if e["name"] in strict
             and "float" in e.get("args", {}).get("Input type", [])]
+    # a kernel's "External id" is that of the operator that launched it
+    fp32_ids = {e["args"].get("External id") for e in fp32} - {None}
+    fp32_kernel_us = sum(e["dur"] for e in done if e.get("cat") == "kernel"
+                         and e.get("args", {}).get("External id") in fp32_ids)
     return Symptoms(span_us=last - first, gpu_busy_us=busy,
                     longest_gaps_us=sorted(gaps, reverse=True)[:3],
                     kernels=len(kernels), tiny_kernels=len(tiny),
                     kernel_us=sum(kernels), tiny_kernel_us=sum(tiny),
-                    products=len(products), fp32_products=len(fp32))
+                    products=len(products), fp32_products=len(fp32),
+                    fp32_product_us=fp32_kernel_us)
 # --8<-- [end:read]
 
 
 # --8<-- [start:decide]
 def where_to_look(s, idle_share=0.2, tiny_share=0.5):
-    """The branches this trace takes. A launch-bound step takes both of the first two: the
-    host row of the trace, during the gaps, tells them apart."""
-    branches = []
+    """The branches this trace takes, the largest share of the step first. A launch-bound
+    step takes the first two: the host row of the trace, during the gaps, tells them apart."""
+    found = []  # (share of the step, branch)
     if s.kernels and s.gpu_idle_share > idle_share:
-        branches.append("the GPU waits: data loading, synchronizations")
+        found.append((s.gpu_idle_share, "the GPU waits: data loading, synchronizations"))
     if s.kernels and s.tiny_kernel_share > tiny_share:
-        branches.append("tiny kernels: CUDA graphs, fusion")
-    if s.fp32_products:
-        branches.append("float32 products: TF32, bf16 autocast")
-    if not branches:
-        branches.append("the GPU is busy: compare with its peak, then more GPUs")
-    return branches
+        found.append((s.tiny_kernel_us / s.span_us, "tiny kernels: CUDA graphs, fusion"))
+    if s.fp32_products:  # a CPU trace has no kernel time: the branch is listed, last
+        found.append((s.fp32_product_us / s.span_us, "float32 products: TF32, bf16 autocast"))
+    if not found:
+        return ["the GPU is busy: compare with its peak, then more GPUs"]
+    return [branch for _, branch in sorted(found, key=lambda f: f[0], reverse=True)]
 # --8<-- [end:decide]
 
 

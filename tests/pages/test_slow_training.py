@@ -126,11 +126,14 @@ def test_idle_gaps_and_tiny_kernels_are_measured_from_the_gpu_rows(snippet, tmp_
     events = [
         event("user_annotation", "ProfilerStep#1", 0, 500),
         event("user_annotation", "ProfilerStep#2", 500, 500),
-        event("kernel", "gemm", 0, 100), event("kernel", "gemm", 50, 100),  # overlap: 150 busy
+        event("kernel", "gemm", 0, 100, **{"External id": 7}),  # launched by the float mm
+        event("kernel", "gemm", 50, 100, **{"External id": 8}),  # overlap: 150 busy
         event("kernel", "add", 400, 5), event("kernel", "add", 406, 3),  # two tiny ones
         event("gpu_memcpy", "Memcpy HtoD", 900, 100),  # a copy keeps the GPU busy too
-        event("cpu_op", "aten::mm", 10, 20, **{"Input type": ["float", "float"]}),
-        event("cpu_op", "aten::mm", 30, 20, **{"Input type": ["c10::BFloat16"] * 2}),
+        event("cpu_op", "aten::mm", 10, 20, **{"Input type": ["float", "float"],
+                                               "External id": 7}),
+        event("cpu_op", "aten::mm", 30, 20, **{"Input type": ["c10::BFloat16"] * 2,
+                                               "External id": 8}),
         event("cpu_op", "aten::add", 50, 5, **{"Input type": ["float", "float"]}),
     ]
     s = snippet.read_trace(write(tmp_path, events))
@@ -140,13 +143,13 @@ def test_idle_gaps_and_tiny_kernels_are_measured_from_the_gpu_rows(snippet, tmp_
     assert (s.kernels, s.tiny_kernels) == (4, 2)
     assert (s.kernel_us, s.tiny_kernel_us) == (100 + 100 + 5 + 3, 5 + 3)
     assert s.tiny_kernel_share == pytest.approx(8 / 208)
-    assert (s.products, s.fp32_products) == (2, 1)
+    assert (s.products, s.fp32_products, s.fp32_product_us) == (2, 1, 100)
 
 
 def symptoms(snippet, **changes):
     healthy = dict(span_us=1000, gpu_busy_us=990, longest_gaps_us=[], kernels=100,
                    tiny_kernels=1, kernel_us=990, tiny_kernel_us=5, products=10,
-                   fp32_products=0)
+                   fp32_products=0, fp32_product_us=0)
     return snippet.Symptoms(**{**healthy, **changes})
 
 
@@ -157,12 +160,23 @@ def test_the_decision_tree_takes_every_branch_that_applies(snippet):
     assert snippet.where_to_look(symptoms(snippet)) == [BUSY]
     # a launch-bound step: tiny kernels and the GPU idle between them take both branches
     assert snippet.where_to_look(symptoms(snippet, gpu_busy_us=100, kernel_us=100,
-                                          tiny_kernel_us=90, fp32_products=3)) == [
+                                          tiny_kernel_us=90, fp32_products=3,
+                                          fp32_product_us=5)) == [
         "the GPU waits: data loading, synchronizations",
         "tiny kernels: CUDA graphs, fusion",
         "float32 products: TF32, bf16 autocast"]
     assert snippet.where_to_look(symptoms(snippet, tiny_kernel_us=900)) == [
         "tiny kernels: CUDA graphs, fusion"]
+
+
+def test_the_branches_are_ranked_by_their_share_of_the_step(snippet):
+    # idle a quarter of the step, strict float32 products half of it: the products come first
+    s = symptoms(snippet, gpu_busy_us=750, fp32_products=4, fp32_product_us=500)
+    assert snippet.where_to_look(s) == ["float32 products: TF32, bf16 autocast",
+                                        "the GPU waits: data loading, synchronizations"]
+    s = symptoms(snippet, gpu_busy_us=400, fp32_products=4, fp32_product_us=300)
+    assert snippet.where_to_look(s) == ["the GPU waits: data loading, synchronizations",
+                                        "float32 products: TF32, bf16 autocast"]
 
 
 def test_many_tiny_kernels_that_take_little_of_the_time_are_no_tiny_kernel_step(snippet):
