@@ -1,8 +1,9 @@
 """Benchmarks behind docs/start-here/slow-training.md: `make timings` runs them on a GPU.
 
 `trace` is the page's example trace: the page's slow step, timed, and what its torch.profiler
-trace shows (GPU idle share, the longest gap, tiny kernels, float32 products). Until a GPU has
-measured it, the page reads a trace as a decision tree without showing the example's numbers.
+trace shows (GPU idle share, the longest gap, tiny kernels by count and by time, strict
+float32 products). Until a GPU has measured it, the page reads a trace as a decision tree
+without showing the example's numbers.
 Budget on an H100: about two seconds (five profiled steps, twenty timed ones).
 """
 
@@ -30,10 +31,12 @@ def bench_trace(gpu_benchmark, snippet, tmp_path):
         kernels=symptoms.kernels,
         tiny_kernels=symptoms.tiny_kernels,
         tiny_kernel_pct=100 * symptoms.tiny_kernels / symptoms.kernels,
+        tiny_kernel_time_pct=100 * symptoms.tiny_kernel_share,
         gpu_idle_pct=100 * symptoms.gpu_idle_share,
         longest_gap_us=symptoms.longest_gaps_us[0] if symptoms.longest_gaps_us else 0.0,
         products=symptoms.products,
         fp32_products=symptoms.fp32_products,
+        fp32_product_pct=100 * symptoms.fp32_product_us / symptoms.span_us,
         branches=" / ".join(snippet.where_to_look(symptoms)),
     )
     gpu_benchmark(step, rounds=20, warmup_rounds=3)

@@ -245,7 +245,8 @@ def embed(build, page, name: str, svgs: dict[str, dict[str, str]], alt: str, cap
 
 
 def render_queue(code, build, page) -> str:
-    """LAUNCH_BENCH WAIT_BENCH: the newest run that measured both, drawn as a queue."""
+    """LAUNCH_BENCH WAIT_BENCH: the newest run that measured both, drawn as a queue. The page's
+    text and table give medians and ranges over every run; the figure says it is one of them."""
     if len(code.args) != 2:
         raise ValueError("timing-queue takes LAUNCH_BENCH WAIT_BENCH")
     launch, wait = build.benchmarks(code, code.args, page)
@@ -265,25 +266,31 @@ def render_queue(code, build, page) -> str:
     run = launch_record.run
     when = run.date[:16].replace("T", " ") + " UTC"
     alt = f"Timeline: Python queues {kernels} products and waits while the {gpu} runs them"
-    caption = (f"Drawn from one timing run on the {html.escape(gpu)} ({html.escape(when)}, run "
-               f"<code>{html.escape(run.id)}</code>): the medians of <code>{html.escape(launch.name)}"
-               f"</code> ({format_value('median', launch_s)} to queue) and "
+    runs = len(both)
+    one_of = f"one of the {runs} runs that measured both" if runs > 1 else "the one run"
+    caption = (f"Drawn from {one_of} on the {html.escape(gpu)}, the newest "
+               f"({html.escape(when)}, run <code>{html.escape(run.id)}</code>); the text and "
+               "the table above give the medians and ranges over all of them. That run's "
+               f"medians: <code>{html.escape(launch.name)}</code> "
+               f"({format_value('median', launch_s)} to queue) and "
                f"<code>{html.escape(wait.name)}</code> ({format_value('median', wait_s)} until "
-               "done). The run records these totals, not each launch or kernel: each launch is "
-               f"drawn as a {_ordinal(kernels)} of the first, each product as a "
-               f"{_ordinal(kernels)} of the rest.")
+               "done). It records these totals, not each launch or kernel: each launch is "
+               f"drawn as a {_ordinal(kernels)} of the {format_value('median', launch_s)} to "
+               f"queue, each product as a {_ordinal(kernels)} of the remaining time.")
     description = (
         f"Two timelines with three rows: the CPU running Python, the queue of work waiting for the "
         f"GPU, and the GPU's stream. Python launches {kernels} matrix products one after "
-        f"another, each launch returning in about {format_value('median', launch_s / kernels)}; "
+        f"another, each launch returning in about {format_value('median', launch_s / kernels)} "
+        f"on average; "
         f"the GPU starts the first product as soon as it is launched, and the rest wait in the "
         f"queue, which grows to {max(queue_depth(events, e['start'] + e['duration']) for e in events)} "
         f"products within {format_value('median', launch_s)}. Python then calls "
         f"torch.cuda.synchronize() and waits, doing nothing, while the GPU runs the products back "
-        f"to back, about {format_value('median', (wait_s - launch_s / kernels) / kernels)} each; "
+        f"to back, about {format_value('median', (wait_s - launch_s / kernels) / kernels)} each "
+        f"on average; "
         f"the queue shrinks by one as each starts, and Python goes on only when the last one ends, "
-        f"{format_value('median', wait_s)} after the first launch. Measured on the {gpu}, "
-        f"run {run.id} of {when}.")
+        f"{format_value('median', wait_s)} after the first launch. Only the two totals were "
+        f"measured, on the {gpu}, in run {run.id} of {when}, {one_of}.")
     return embed(build, page, "host-queue", svgs, alt, caption, description)
 
 
@@ -356,6 +363,18 @@ def _notes(ax, x, y, notes, colors, step=0.42):
 
 # The profiler's trace viewer ------------------------------------------------------------------------
 
+# step 1 of the trace schematic: the host's forward span and the GPU's two products (x from, to);
+# callout 1 reads them: forward ends after the first kernel, before the last
+TRACE_FORWARD = (0.1, 4.3)
+TRACE_KERNELS = [(1.7, 4.1), (4.15, 6.45)]
+TRACE_NOTES = [
+    "the host runs ahead: forward ends before its last kernel does",
+    "cudaStreamSynchronize: the thread waits for the stream",
+    "flow arrows: each launch to the kernel it started",
+    "a gap: the GPU waits for the host; shorten the host work",
+]
+
+
 def draw_trace(ax, colors):
     """Two steps as Perfetto or chrome://tracing shows them: the Python thread's spans nested
     (user annotation, aten:: operator, CUDA runtime call), the CUDA stream's kernels, the flow
@@ -367,16 +386,17 @@ def draw_trace(ax, colors):
     ax.text(0, 2.42, "CUDA stream 7 (GPU)", fontsize=SMALL_PT, color=colors["text"], va="center")
     ax.plot([0, 10], [2.2, 2.2], color=colors["grid"], linewidth=0.8)
     # step 1: forward queues two products; loss.item() waits until they are done
-    _box(ax, 0.1, top, 4.2, 0.42, "forward", cpu, colors)
+    _box(ax, TRACE_FORWARD[0], top, TRACE_FORWARD[1] - TRACE_FORWARD[0], 0.42, "forward", cpu,
+         colors)
     launches = []
     for i in range(2):
         x = 0.15 + i * 2.05
         _box(ax, x, mid, 1.95, 0.42, "aten::mm", cpu, colors)
         _box(ax, x + 1.3, low, 0.22, 0.42, "", cpu, colors)
         launches.append(x + 1.41)
-    ax.text(4.4, low + 0.21, "← cudaLaunchKernel", fontsize=SMALL_PT, color=colors["text"],
+    ax.text(4.4, low + 0.21, "← cudaLaunchKernel(ExC)", fontsize=SMALL_PT, color=colors["text"],
             va="center")
-    kernels = [(1.7, 4.1), (4.15, 6.45)]
+    kernels = TRACE_KERNELS
     _box(ax, 4.4, top, 2.1, 0.42, "aten::item", cpu, colors)
     _box(ax, 4.45, mid, 2.05, 0.42, "cudaStream…", wait, colors, dashed=True)
     # step 2 starts after the host's own work; meanwhile the GPU has nothing queued
@@ -401,19 +421,15 @@ def draw_trace(ax, colors):
     _callout(ax, 5.45, 0.15, 2, colors)
     _callout(ax, 0.6, stream + 0.21, 3, colors)
     _callout(ax, 6.75, stream + 0.7, 4, colors)
-    _notes(ax, 0, 4.05, [
-        "the host runs ahead: forward ends before its first kernel does",
-        "cudaStreamSynchronize: the thread waits for the stream",
-        "flow arrows: each launch to the kernel it started",
-        "a gap: the GPU waits for the host; shorten the host work",
-    ], colors)
+    _notes(ax, 0, 4.05, TRACE_NOTES, colors)
 
 
 # The memory visualizer's Active Memory Timeline ----------------------------------------------------
 
 # (name, allocated at event, freed at event or None, size): one training step of the memory page's
 # loop (AdamW, zero_grad(set_to_none=True)), schematic: the first step, when AdamW allocates its
-# two state tensors per parameter
+# two state tensors per parameter, then (foreach, the CUDA default) a parameter-sized temporary
+# (_foreach_sqrt of exp_avg_sq) that the update frees again
 MEMORY_BANDS = [
     ("parameter 1", 0, None, 1.0), ("parameter 2", 0, None, 1.0), ("parameter 3", 0, None, 1.0),
     ("activation 1", 2, 17, 1.2),
@@ -421,10 +437,13 @@ MEMORY_BANDS = [
     ("activation 3", 6, 13, 1.2),
     ("temporary", 8, 10, 0.8),
     ("activation 4", 9, 12, 1.2),
-    ("gradient 3", 12, 22, 1.0), ("gradient 2", 14, 22, 1.0), ("gradient 1", 16, 22, 1.0),
-    ("exp_avg", 19, None, 3.0), ("exp_avg_sq", 20, None, 3.0),
+    ("gradient 3", 12, 27, 1.0), ("gradient 2", 14, 27, 1.0), ("gradient 1", 16, 27, 1.0),
+    ("exp_avg 1", 19, None, 1.0), ("exp_avg_sq 1", 20, None, 1.0),
+    ("exp_avg 2", 21, None, 1.0), ("exp_avg_sq 2", 22, None, 1.0),
+    ("exp_avg 3", 23, None, 1.0), ("exp_avg_sq 3", 24, None, 1.0),
+    ("update temporary", 25, 26, 3.0),
 ]
-MEMORY_EVENTS = 24
+MEMORY_EVENTS = 28
 
 
 def memory_stack(bands=MEMORY_BANDS, events=MEMORY_EVENTS):
@@ -464,20 +483,22 @@ def draw_memory(ax, colors):
     ax.text(MEMORY_EVENTS / 2, 1.5, "parameters (allocated before recording)", ha="center",
             va="center", fontsize=SMALL_PT, color=colors["text"],
             bbox={"facecolor": colors["back"], "edgecolor": "none", "pad": 1.5, "alpha": 0.85})
-    for x, label in ((3.0, "forward"), (13.5, "backward"), (20.5, "optimizer")):
+    for x, label in ((3.0, "forward"), (13.5, "backward"), (23.0, "optimizer")):
         ax.text(x, top * 1.22, label, ha="center", va="center", fontsize=SMALL_PT,
                 color=colors["text"])
     for x in (11.5, 18.5):   # phase boundaries, above the parameters' label
         ax.plot([x, x], [3.0, top * 1.35], color=colors["grid"], linestyle=":", linewidth=1.0)
     _callout(ax, 7.5, 5.6, 1, colors)
     _callout(ax, 15.5, 6.2, 2, colors)
-    _callout(ax, 21.0, 7.5, 3, colors)
+    _callout(ax, 25.5, 13.5, 3, colors)
+    _callout(ax, 27.3, 10.2, 4, colors)
 
 
 MEMORY_NOTES = [
     "a band is one tensor: hover for its size and stack",
     "a tensor freed below others: the bands above slide down",
-    "after the step: parameters and AdamW's state",
+    "foreach AdamW: a temporary as large as the parameters",
+    "after: parameters, two AdamW states per parameter",
 ]
 
 
@@ -584,7 +605,7 @@ def ring_traffic(n: int) -> float:
 
 def draw_fsdp(ax, colors):
     comm, compute, memory = charts.PALETTE[4], charts.PALETTE[0], charts.PALETTE[2]
-    _canvas(ax, 10, 6.1)
+    _canvas(ax, 10, 6.95)
     w, h = 2.15, 1.05
     xs = [0.05, 2.6, 5.15, 7.7]
     rows = [("forward, for each unit in turn", 0.45, [
@@ -613,6 +634,8 @@ def draw_fsdp(ax, colors):
     for i, line in enumerate([
         "Dashed: skipped for the root, which keeps its full parameters after",
         "forward (reshard_after_forward=None is False for the root only).",
+        "Prefetch: the next unit's all-gather runs while this unit computes.",
+        "The shard stays allocated beside the gathered copy (1/N + N/N).",
         "Then the optimizer updates each rank's shards: no communication.",
     ]):
         ax.text(0.05, 4.95 + i * 0.42, line, fontsize=SMALL_PT, color=colors["text"], va="center")
@@ -629,11 +652,12 @@ DIAGRAMS: dict[str, Diagram] = {
         description=(
             "A schematic of the trace viewer with two rows. The upper row is the Python thread: "
             "a span named forward contains two aten::mm operator spans, and each of those a "
-            "short launch call such as cudaLaunchKernel. After forward comes a long span in "
+            "short launch call such as cudaLaunchKernel (cuBLAS on an H100 often launches through "
+            "cudaLaunchKernelExC or cuLaunchKernelEx instead). After forward comes a long span in "
             "which item() calls cudaStreamSynchronize, then a span of other host work, then the next step's "
             "forward. The lower row is the CUDA stream: two gemm kernels, each linked by a flow "
             "arrow from the launch that started it; they start later than their launches and "
-            "run back to back. Callout 1: the host runs ahead, forward ends before its first "
+            "run back to back. Callout 1: the host runs ahead, forward ends before its last "
             "kernel does. Callout 2: the synchronization, where the thread waits for the stream. "
             "Callout 3: the flow arrows from each launch to its kernel. Callout 4: a gap in the "
             "stream row while the host does its own work, time in which the GPU is idle and "
@@ -655,10 +679,12 @@ DIAGRAMS: dict[str, Diagram] = {
             "temporary among them; when the temporary is freed, the band above it slides down. "
             "During backward the activations are freed and gradient bands appear on top; each "
             "time a tensor below them is freed, the bands above slide down to close the gap. "
-            "In the first optimizer step AdamW adds two state tensors, and zero_grad(set_to_none="
-            "True) frees the gradients, so after the step the parameters and AdamW's state "
-            "remain. Hovering over a band in the visualizer shows that tensor's size and the "
-            "stack that allocated it.")),
+            "In the first optimizer step AdamW adds two state tensors per parameter (exp_avg and "
+            "exp_avg_sq); its foreach update, the default on CUDA, then allocates a temporary "
+            "as large as all the parameters and frees it again, a short peak; and "
+            "zero_grad(set_to_none=True) frees the gradients, so after the step the parameters "
+            "and AdamW's state remain. Hovering over a band in the visualizer shows that "
+            "tensor's size and the stack that allocated it.")),
     "ring-all-reduce": Diagram(
         draw=draw_ring, height_in=4.3, page="docs/several-gpus/ways-to-use-several-gpus.md",
         alt="Ring all-reduce on four ranks: three reduce-scatter steps, then three all-gather "
@@ -679,7 +705,7 @@ DIAGRAMS: dict[str, Diagram] = {
             "Each rank sent six chunks of a quarter of the tensor, one and a half times its "
             "size: 2(n − 1)/n with n = 4, the factor between algorithm and bus bandwidth.")),
     "fsdp-unit-cycle": Diagram(
-        draw=draw_fsdp, height_in=3.6, page="docs/several-gpus/fsdp2.md",
+        draw=draw_fsdp, height_in=4.1, page="docs/several-gpus/fsdp2.md",
         alt="FSDP2's cycle for one unit: all-gather, compute and free in forward and in "
             "backward, then reduce-scatter of gradients",
         caption="What each <code>fully_shard</code> unit does in one training step, and what it "
@@ -693,7 +719,11 @@ DIAGRAMS: dict[str, Diagram] = {
             "parameters again; the backward pass computes full gradients; the full parameters "
             "are freed; a reduce-scatter leaves each rank one N-th of the summed gradients. A "
             "strip of bars shows the unit's parameter memory with four ranks: one shard of four "
-            "after the first box, four of four while gathered, one again after each free. The "
+            "after the first box, four of four while gathered, one again after each free; the "
+            "rank's own shard stays allocated beside the gathered copy, so while gathered it "
+            "holds one and a quarter times the unit's parameters. The stages of neighbouring "
+            "units overlap: FSDP2 prefetches, so the next unit's all-gather runs on its own "
+            "stream while this unit computes. The "
             "root unit skips the free after forward and the all-gather in backward, since by "
             "default (reshard_after_forward=None) it keeps its full parameters after forward, "
             "and every other unit reshards. The optimizer step then updates each rank's own "

@@ -71,9 +71,9 @@ import json
 from dataclasses import dataclass
 
 GPU_WORK = {"kernel", "gpu_memcpy", "gpu_memset"}  # what keeps a GPU busy
-PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
-            "aten::convolution"}  # the work Tensor Cores can take
-TINY_US = 10  # a kernel shorter than this is mostly launch overhead
+MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
+CONVOLUTIONS = {"aten::convolution"}  # the host op; its kernels run under cudnn_convolution
+TINY_US = 10  # a kernel shorter than this ends before the host can launch the next one
 
 
 @dataclass
@@ -83,16 +83,36 @@ class Symptoms:
     longest_gaps_us: list  # the longest stretches with nothing on the GPU
     kernels: int
     tiny_kernels: int  # kernels shorter than TINY_US
+    kernel_us: float  # time of all kernels, added up
+    tiny_kernel_us: float  # ... of the kernels shorter than TINY_US
     products: int  # matrix products and convolutions
-    fp32_products: int  # ... of them with float32 inputs
+    fp32_products: int  # ... of them with float32 inputs that run in strict float32
+    fp32_product_us: float  # GPU time of their kernels (none in a CPU trace)
 
     @property
     def gpu_idle_share(self):
         return 1 - self.gpu_busy_us / self.span_us
 
+    @property
+    def tiny_kernel_share(self):  # of the kernels' time, not of their number
+        return self.tiny_kernel_us / self.kernel_us if self.kernel_us else 0.0
+
+
+def strict_float32():
+    """The float32 products that run in full float32 under this process's settings: the
+    trace's `Input type` says float either way, TF32 or not."""
+    strict = set()
+    if torch.backends.cuda.matmul.fp32_precision != "tf32":  # the default, "highest"
+        strict |= MATMULS
+    if torch.backends.cudnn.conv.fp32_precision != "tf32":  # cuDNN defaults to TF32
+        strict |= CONVOLUTIONS
+    return strict
+
 
 def read_trace(path):
-    """What a trace written by export_chrome_trace says about the recorded steps."""
+    """What a trace written by export_chrome_trace says about the recorded steps. Call it in
+    the process that took the trace: whether a float32 product ran in TF32 is read from the
+    precision settings in force, since the trace does not record it."""
     try:
         with open(path, encoding="utf-8") as file:
             events = json.load(file)["traceEvents"]
@@ -118,29 +138,39 @@ def read_trace(path):
     first = min(e["ts"] for e in steps)
     last = max([e["ts"] + e["dur"] for e in steps] + [stop for _, stop in gpu])
     kernels = [e["dur"] for e in done if e.get("cat") == "kernel"]
-    products = [e for e in done if e.get("cat") == "cpu_op" and e["name"] in PRODUCTS]
-    fp32 = [e for e in products if "float" in e.get("args", {}).get("Input type", [])]
+    tiny = [d for d in kernels if d < TINY_US]
+    products = [e for e in done if e.get("cat") == "cpu_op"
+                and e["name"] in MATMULS | CONVOLUTIONS]
+    strict = strict_float32()
+    fp32 = [e for e in products if e["name"] in strict
+            and "float" in e.get("args", {}).get("Input type", [])]
+    # a kernel's "External id" is that of the operator that launched it
+    fp32_ids = {e["args"].get("External id") for e in fp32} - {None}
+    fp32_kernel_us = sum(e["dur"] for e in done if e.get("cat") == "kernel"
+                         and e.get("args", {}).get("External id") in fp32_ids)
     return Symptoms(span_us=last - first, gpu_busy_us=busy,
                     longest_gaps_us=sorted(gaps, reverse=True)[:3],
-                    kernels=len(kernels),
-                    tiny_kernels=sum(d < TINY_US for d in kernels),
-                    products=len(products), fp32_products=len(fp32))
+                    kernels=len(kernels), tiny_kernels=len(tiny),
+                    kernel_us=sum(kernels), tiny_kernel_us=sum(tiny),
+                    products=len(products), fp32_products=len(fp32),
+                    fp32_product_us=fp32_kernel_us)
 # --8<-- [end:read]
 
 
 # --8<-- [start:decide]
 def where_to_look(s, idle_share=0.2, tiny_share=0.5):
-    """The page's decision tree, in its order: the branches this trace takes."""
-    branches = []
+    """The branches this trace takes, the largest share of the step first. A launch-bound
+    step takes the first two: the host row of the trace, during the gaps, tells them apart."""
+    found = []  # (share of the step, branch)
     if s.kernels and s.gpu_idle_share > idle_share:
-        branches.append("the GPU waits: data loading, synchronizations")
-    if s.kernels and s.tiny_kernels / s.kernels > tiny_share:
-        branches.append("tiny kernels: CUDA graphs, fusion")
-    if s.fp32_products:
-        branches.append("float32 products: TF32, bf16 autocast")
-    if not branches:
-        branches.append("the GPU is full: several GPUs")
-    return branches
+        found.append((s.gpu_idle_share, "the GPU waits: data loading, synchronizations"))
+    if s.kernels and s.tiny_kernel_share > tiny_share:
+        found.append((s.tiny_kernel_us / s.span_us, "tiny kernels: CUDA graphs, fusion"))
+    if s.fp32_products:  # a CPU trace has no kernel time: the branch is listed, last
+        found.append((s.fp32_product_us / s.span_us, "float32 products: TF32, bf16 autocast"))
+    if not found:
+        return ["the GPU is busy: compare with its peak, then more GPUs"]
+    return [branch for _, branch in sorted(found, key=lambda f: f[0], reverse=True)]
 # --8<-- [end:decide]
 
 
@@ -148,8 +178,9 @@ if __name__ == "__main__":
     # --8<-- [start:main]
     print(take_trace("trace.json", lambda: train_step(*batch())))
     symptoms = read_trace("trace.json")
-    print(f"{symptoms.kernels} kernels, {symptoms.tiny_kernels} under {TINY_US} µs")
-    print(f"{symptoms.fp32_products} of {symptoms.products} products in float32")
+    print(f"{symptoms.kernels} kernels, {symptoms.tiny_kernels} under {TINY_US} µs "
+          f"({symptoms.tiny_kernel_share:.0%} of the kernels' time)")
+    print(f"{symptoms.fp32_products} of {symptoms.products} products in strict float32")
     if symptoms.kernels:
         print(f"GPU idle {symptoms.gpu_idle_share:.0%} of the recorded steps")
         print("longest gaps (µs):", [round(g) for g in symptoms.longest_gaps_us])

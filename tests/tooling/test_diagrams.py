@@ -119,6 +119,10 @@ def test_the_queue_figure_names_its_gpu_and_run(rendered):
     assert gpu in re.search(r'aria-label="([^"]+)"', figure)[1]
     words = re.search(r"\n    (.+)\n    \{: #figure-host-queue-words \}", figure)[1]
     assert gpu in words and run.id in words
+    # the text and table quote every run; the figure says it draws one of them, and that the
+    # per-launch and per-product times are the measured totals spread evenly
+    assert f"one of the {len(both)} runs" in caption or (len(both) == 1 and "the one run" in caption)
+    assert "of the remaining time" in caption and words.count("on average") == 2
 
 
 def test_the_queue_is_the_two_measured_totals_spread_evenly():
@@ -198,6 +202,20 @@ def test_fsdp_default_reshards_every_unit_but_the_root():
     assert "If ``None``, it is set to ``True`` for non-root modules and ``False`` for root modules" in doc
     words = diagrams.DIAGRAMS["fsdp-unit-cycle"].description
     assert "reshard_after_forward=None" in words and "root" in words
+    # prefetch overlaps the next unit's all-gather with this unit's compute; the shard stays
+    assert "prefetches" in words and "shard stays allocated beside the gathered copy" in words
+
+
+def test_the_trace_schematic_draws_what_callout_1_says():
+    """Forward ends while its last product still runs on the GPU (its first kernel, drawn
+    shorter, has ended by then): the note and the description say "last", as drawn."""
+    forward_end = diagrams.TRACE_FORWARD[1]
+    first_end = diagrams.TRACE_KERNELS[0][1] - 0.05  # _box draws each kernel 0.05 short
+    last_end = diagrams.TRACE_KERNELS[-1][1] - 0.05
+    assert first_end < forward_end < last_end
+    assert "before its last kernel does" in diagrams.TRACE_NOTES[0]
+    assert "before its last kernel does" in diagrams.DIAGRAMS["profiler-trace"].description
+    assert "first kernel" not in diagrams.DIAGRAMS["profiler-trace"].description
 
 
 def test_the_memory_schematic_follows_the_memory_pages_loop():
@@ -211,7 +229,20 @@ def test_the_memory_schematic_follows_the_memory_pages_loop():
     last = diagrams.MEMORY_EVENTS
     live = {name for name, start, end, _ in diagrams.MEMORY_BANDS
             if start <= last and (end is None or last < end)}
-    assert live == {"parameter 1", "parameter 2", "parameter 3", "exp_avg", "exp_avg_sq"}
+    parameters = {f"parameter {i}" for i in (1, 2, 3)}
+    state = {f"{name} {i}" for i in (1, 2, 3) for name in ("exp_avg", "exp_avg_sq")}
+    assert live == parameters | state  # two state tensors per parameter
+    bands = {name: (start, end, size) for name, start, end, size in diagrams.MEMORY_BANDS}
+    # foreach AdamW (the CUDA default) allocates a parameter-sized temporary and frees it
+    start, end, size = bands["update temporary"]
+    assert size == sum(bands[p][2] for p in parameters) and end is not None and end < last
+    assert start > max(bands[s][0] for s in state)
+    from torch.optim import AdamW, adam
+
+    assert issubclass(AdamW, adam.Adam)  # AdamW runs Adam's foreach update
+    assert "_foreach_sqrt(" in inspect.getsource(adam._multi_tensor_adam)
+    words = diagrams.DIAGRAMS["memory-timeline"].description
+    assert "two state tensors per parameter" in words and "temporary" in words
     assert dict(lows["gradient 1"])[17] < dict(lows["gradient 1"])[16]  # activation 1 freed
 
 
