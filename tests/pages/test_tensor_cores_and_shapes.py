@@ -85,6 +85,24 @@ def test_old_tf32_calls_set_the_new_values_but_not_the_other_way_round():
             f"try:\n    {read_old}\nexcept RuntimeError:\n    print('raised')") == ["raised"]
 
 
+def test_none_inherits_the_top_level_setting():
+    assert in_a_fresh_interpreter(
+        "torch.backends.cuda.matmul.fp32_precision = 'ieee'\n"
+        "torch.backends.fp32_precision = 'tf32'\n"
+        "torch.backends.cuda.matmul.fp32_precision = 'none'\n"
+        "print(torch.backends.cuda.matmul.fp32_precision)") == ["tf32"]
+
+
+def test_top_level_ieee_turns_tf32_off_everywhere_but_where_set_explicitly():
+    """pytorch/pytorch#179445: before its fix the top level did not reach cudnn.conv/rnn."""
+    read = ("print(torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision,"
+            " torch.backends.cudnn.rnn.fp32_precision)")
+    assert in_a_fresh_interpreter("torch.backends.fp32_precision = 'ieee'\n" + read) == ["ieee"] * 3
+    assert in_a_fresh_interpreter("torch.backends.cudnn.conv.fp32_precision = 'tf32'\n"
+                                  "torch.backends.fp32_precision = 'ieee'\n" + read) == [
+        "ieee", "tf32", "ieee"]
+
+
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
 def test_products_keep_the_dtype_they_were_given(snippet, precision):
     a, b = snippet.operands(24, snippet.PRECISIONS[precision][0])
