@@ -149,5 +149,6 @@ def evaluate_without_graph(model, batches):
 
 
 kept = evaluate(classifier, batches)
-print("same predictions:", torch.equal(kept, evaluate_without_graph(classifier, batches)))
+without_graph = evaluate_without_graph(classifier, batches)
+print("same predictions:", torch.equal(kept, without_graph))
 # --8<-- [end:evaluate_solution]
