@@ -65,7 +65,8 @@ print("same sums:", torch.equal(steps_overlapped(pinned, weight),
 # --8<-- [start:readback_task]
 # Exercise 2: this returns the per-row sums of a product to the host without
 # waiting for the copy. On a GPU it can return numbers that were never computed.
-# Why, and what is the cheapest correct fix?
+# Why? Fix it so that the host still does its own work (cpu_work()) while the
+# GPU computes and copies.
 def row_sums_too_early(a):
     result = (a @ a).sum(dim=1)
     host = torch.empty(result.shape, pin_memory=PIN)
@@ -85,6 +86,8 @@ def row_sums(a):
     if device.type == "cuda":
         copied = torch.cuda.Event()
         copied.record()  # queued right after the copy: it marks the copy's end
+    cpu_work()  # the host works while the GPU computes and copies
+    if device.type == "cuda":
         copied.synchronize()  # waits for that point only
     return host.tolist()
 

@@ -15,12 +15,15 @@ import torch.nn.functional as F
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def make_model(width=1024, depth=4):
-    """`depth` linear layers of width x width with ReLUs between them."""
+def make_model(width=1024, depth=4, outputs=None):
+    """`depth` linear layers of width x width with ReLUs between them; the last
+    one gives `outputs` numbers per row (`width` if None)."""
     torch.manual_seed(0)
     layers = []
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.ReLU()]
+    if outputs is not None:
+        layers[-2] = nn.Linear(width, outputs)
     return nn.Sequential(*layers[:-1]).to(device)
 
 
@@ -109,8 +112,10 @@ def accumulated_gradients(model, inputs, targets, micro_batches=4):
     model.zero_grad(set_to_none=True)
     for x, y in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches),
                     strict=True):
-        # backward() adds into .grad: divide, so the sum is the mean over the batch
-        (F.mse_loss(model(x), y) / micro_batches).backward()
+        # backward() adds into .grad: weigh each micro-batch's mean by its share of
+        # the rows, so the sum is the mean over the batch (chunks can be unequal:
+        # 5 rows in 4 chunks are 2, 2 and 1)
+        (F.mse_loss(model(x), y) * (len(x) / len(inputs))).backward()
     return [p.grad.clone() for p in model.parameters()]
 
 
@@ -122,14 +127,15 @@ print(f"largest difference from the full batch's gradients: {gap:.1e}")
 
 
 # --8<-- [start:evaluate_task]
-# Exercise 3: this evaluation keeps every batch's outputs until the end. Why does
-# its peak memory grow far faster with the number of batches than the outputs
-# alone would make it, and what fixes it?
+# Exercise 3: this evaluation keeps every batch's outputs (10 class scores per
+# row) until the end. Why does its peak memory grow far faster with the number
+# of batches than the outputs alone would make it, and what fixes it?
 def evaluate(model, batches):
     outputs = [model(x) for x in batches]
     return torch.cat(outputs).argmax(dim=1)
 
 
+classifier = make_model(width=64, depth=3, outputs=10)
 batches = [torch.randn(256, 64, device=device) for _ in range(8)]
 # --8<-- [end:evaluate_task]
 
@@ -137,10 +143,12 @@ batches = [torch.randn(256, 64, device=device) for _ in range(8)]
 # --8<-- [start:evaluate_solution]
 @torch.inference_mode()  # no graph: no activations saved for a backward pass
 def evaluate_without_graph(model, batches):
-    outputs = [model(x) for x in batches]
+    model.eval()  # dropout off, batch norm's running statistics: none here, but
+    outputs = [model(x) for x in batches]  # an evaluation should say it is one
     return torch.cat(outputs).argmax(dim=1)
 
 
-kept = evaluate(small, batches)
-print("same predictions:", torch.equal(kept, evaluate_without_graph(small, batches)))
+kept = evaluate(classifier, batches)
+without_graph = evaluate_without_graph(classifier, batches)
+print("same predictions:", torch.equal(kept, without_graph))
 # --8<-- [end:evaluate_solution]

@@ -52,9 +52,14 @@ def launch(work, world_size=WORLD_SIZE):
     with warnings.catch_warnings():  # Python 3.12+ warns about fork() with threads;
         warnings.filterwarnings(  # the children here only run `work`
             "ignore", "This process .* is multi-threaded", DeprecationWarning)
-        mp.start_processes(_process, nprocs=world_size, start_method=method,
-                           args=(world_size, free_port(), work, results))
+        processes = mp.start_processes(
+            _process, nprocs=world_size, start_method=method, join=False,
+            args=(world_size, free_port(), work, results))
+    # Read before joining: a child that puts a large result (over the pipe's
+    # buffer, about 64 KiB) waits until it is read, and would never exit.
     found = dict(results.get() for _ in range(world_size))
+    while not processes.join():  # re-raises a child's exception
+        pass
     return [found[rank] for rank in range(world_size)]
 # --8<-- [end:setup]
 

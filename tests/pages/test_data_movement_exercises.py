@@ -6,9 +6,34 @@ import torch
 
 pytestmark = pytest.mark.snippet("snippets/data_movement/data_movement_exercises.py")
 
+
 def test_the_overlapped_steps_compute_what_the_waiting_steps_compute(snippet):
     torch.testing.assert_close(snippet.steps_overlapped(snippet.pinned, snippet.weight),
                                snippet.steps_waiting(snippet.batches, snippet.weight))
+
+
+def non_blocking_of_every_copy(monkeypatch, steps, *args):
+    """Runs steps(*args), recording the non_blocking argument of every Tensor.to."""
+    to = torch.Tensor.to
+    recorded = []
+
+    def recording_to(self, *a, **k):
+        recorded.append(k.get("non_blocking", False))
+        return to(self, *a, **k)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.Tensor, "to", recording_to)
+        steps(*args)
+    return recorded
+
+
+def test_the_overlapped_steps_queue_their_copies_and_the_original_waits(snippet, monkeypatch):
+    """The fix's copies are non_blocking, one per batch; the original's are not."""
+    batches = len(snippet.batches)
+    assert non_blocking_of_every_copy(monkeypatch, snippet.steps_overlapped,
+                                      snippet.pinned, snippet.weight) == [True] * batches
+    assert non_blocking_of_every_copy(monkeypatch, snippet.steps_waiting,
+                                      snippet.batches, snippet.weight) == [False] * batches
 
 
 @pytest.mark.gpus(1)

@@ -77,6 +77,19 @@ def test_a_loss_that_is_not_finite_still_raises(snippet):
             train(*snippet.make_problem(steps=5)[:2], batches)
 
 
+def test_the_queued_loop_raises_after_the_bad_step_was_applied(snippet):
+    """The page: by the time the fix raises, the weights are already not finite; the
+    original raises before the bad step, with its weights intact."""
+    batches = snippet.make_problem(steps=5)[2]
+    batches[2][0][0, 0] = float("nan")
+    for train, weights_finite in ((snippet.train_waiting, True), (snippet.train_queued, False)):
+        model, optimizer, _ = snippet.make_problem(steps=5)
+        with pytest.raises(FloatingPointError):
+            train(model, optimizer, batches)
+        finite = all(bool(p.isfinite().all()) for p in model.parameters())
+        assert finite == weights_finite, train.__name__
+
+
 @pytest.mark.gpus(1)
 def test_on_a_gpu_the_queued_loop_synchronizes_only_after_it(snippet):
     from snippets.execution.async_execution import count_syncs

@@ -44,6 +44,22 @@ def test_flops_per_byte_moved(snippet):
         flops("conv", 3)
 
 
+def test_the_break_even_estimate_is_where_the_work_per_byte_reaches_f_over_b(snippet):
+    """The page's hint: the CPU's time 2n^3/F equals the copies' 12n^2/B at n = 6F/B,
+    which is where flops_per_byte_moved reaches F/B."""
+    cpu_flops, link_bytes = 1.2e12, 8e9  # any rates: the identity holds for all
+    n = 6 * cpu_flops / link_bytes
+    assert 2 * n**3 / cpu_flops == pytest.approx(3 * n**2 * 4 / link_bytes)
+    assert snippet.flops_per_byte_moved("matmul", n) == pytest.approx(cpu_flops / link_bytes)
+
+
+def test_the_crossover_the_page_quotes_is_read_against_the_sweeps_largest_size():
+    """The page names the n of matmul[cpu-4096] as the sweep's largest size."""
+    from snippets.foundations.when_to_use_a_gpu import SWEEPS
+
+    assert max(SWEEPS["matmul"]) == 4096
+
+
 def pid_of(_):
     return os.getpid()
 

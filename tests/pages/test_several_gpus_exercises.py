@@ -42,3 +42,41 @@ def test_averaged_gradients_are_the_one_process_gradients_on_every_rank(snippet)
     first, second = snippet.launch(snippet.gradients_averaged)
     assert first == second, "every rank holds the same gradients, so the replicas stay equal"
     torch.testing.assert_close(torch.tensor(first), reference)
+
+
+def many_numbers(rank, world_size):
+    return [float(i) for i in range(200_000)]  # far more than a pipe's 64 KiB buffer
+
+
+def test_launch_returns_a_result_larger_than_a_pipes_buffer(snippet):
+    """Joining before reading would hang here: the child waits for its result to be read."""
+    import threading
+
+    returned = []
+    runner = threading.Thread(target=lambda: returned.append(
+        snippet.launch(many_numbers, world_size=1)), daemon=True)
+    runner.start()
+    runner.join(timeout=60)
+    assert not runner.is_alive(), "launch hangs on a result larger than a pipe's buffer"
+    assert returned == [[[float(i) for i in range(200_000)]]]
+
+
+def test_a_dataset_that_does_not_divide_is_padded_with_repeats_or_cut(snippet):
+    """The page: shares are disjoint only when the dataset divides; else padded or cut."""
+    from torch.utils.data import TensorDataset
+
+    five = TensorDataset(torch.arange(5))
+
+    def shares(drop_last):
+        return [list(DistributedSampler(five, num_replicas=2, rank=rank, shuffle=True,
+                                        seed=0, drop_last=drop_last))
+                for rank in range(2)]
+
+    first, second = shares(drop_last=False)
+    assert len(first) == len(second) == 3, "equal shares, padded"
+    assert set(first) | set(second) == set(range(5)) and set(first) & set(second), \
+        "every sample seen, one of them twice"
+    first, second = shares(drop_last=True)
+    assert len(first) == len(second) == 2, "equal shares, cut"
+    assert not set(first) & set(second) and len(set(first) | set(second)) == 4, \
+        "no sample twice, one not at all"
