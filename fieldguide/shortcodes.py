@@ -471,6 +471,8 @@ def render_crossover(code: Shortcode, build: Build, page: Page) -> str:
     if winning_from is None:
         return f"at none of the sizes measured (up to {_in_prose(x)} = {format_value(x, shared[-1])})"
     spec = code.args[2] if len(code.args) == 3 else None
+    if winning_from == shared[-1]:  # ahead at the last size alone: nothing says it stays ahead
+        return f"at {_in_prose(x)} = {format_value(x, winning_from, spec)}, the largest size measured"
     return f"from {_in_prose(x)} = {format_value(x, winning_from, spec)} upwards"
 
 

@@ -53,13 +53,6 @@ def test_the_break_even_estimate_is_where_the_work_per_byte_reaches_f_over_b(sni
     assert snippet.flops_per_byte_moved("matmul", n) == pytest.approx(cpu_flops / link_bytes)
 
 
-def test_the_crossover_the_page_quotes_is_read_against_the_sweeps_largest_size():
-    """The page names the n of matmul[cpu-4096] as the sweep's largest size."""
-    from snippets.foundations.when_to_use_a_gpu import SWEEPS
-
-    assert max(SWEEPS["matmul"]) == 4096
-
-
 def pid_of(_):
     return os.getpid()
 

@@ -124,3 +124,23 @@ def test_a_size_of_a_host_bound_benchmark_reads_without_a_host_range(tmp_path):
     ("bytes", False), ("num_workers", False)])
 def test_which_fields_of_a_host_bound_benchmark_move_with_the_host(field, measured):
     assert host_bound.measured_field(field) is measured
+
+
+def test_a_crossover_at_the_last_size_alone_says_so():
+    """Ahead only at the largest size measured, nothing says the fast side stays ahead: the
+    sentence names that size as the largest measured instead of 'from ... upwards'."""
+    from types import SimpleNamespace
+
+    from fieldguide import shortcodes
+
+    def sweep(medians):
+        return [SimpleNamespace(value=lambda f, n=n, m=m: n if f == "n" else m)
+                for n, m in medians.items()]
+
+    runs = {"slow": sweep({1024: 1.0, 2048: 2.0, 4096: 4.0}),
+            "fast": sweep({1024: 3.0, 2048: 3.0, 4096: 3.5})}
+    build = SimpleNamespace(benchmarks=lambda code, globs, page: runs[globs[0]])
+    code = SimpleNamespace(args=["slow", "fast"], options={"x": "n"})
+    assert shortcodes.render_crossover(code, build, None).endswith(", the largest size measured")
+    runs["fast"] = sweep({1024: 3.0, 2048: 1.0, 4096: 3.5})
+    assert shortcodes.render_crossover(code, build, None).endswith("upwards")
