@@ -72,7 +72,8 @@ from dataclasses import dataclass
 
 GPU_WORK = {"kernel", "gpu_memcpy", "gpu_memset"}  # what keeps a GPU busy
 MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
-CONVOLUTIONS = {"aten::convolution"}  # the host op; its kernels run under cudnn_convolution
+# the host op; its kernels run under aten::cudnn_convolution
+CONVOLUTIONS = {"aten::convolution"}
 TINY_US = 10  # a kernel shorter than this ends before the host can launch the next one
 
 
@@ -110,9 +111,11 @@ def strict_float32():
 
 
 def read_trace(path):
-    """What a trace written by export_chrome_trace says about the recorded steps. Call it in
-    the process that took the trace: whether a float32 product ran in TF32 is read from the
-    precision settings in force, since the trace does not record it."""
+    """What a trace written by export_chrome_trace says about the recorded steps.
+
+    Call it in the process that took the trace: whether a float32 product ran in
+    TF32 is read from the precision settings in force (the trace does not say).
+    """
     try:
         with open(path, encoding="utf-8") as file:
             events = json.load(file)["traceEvents"]
@@ -159,15 +162,21 @@ def read_trace(path):
 
 # --8<-- [start:decide]
 def where_to_look(s, idle_share=0.2, tiny_share=0.5):
-    """The branches this trace takes, the largest share of the step first. A launch-bound
-    step takes the first two: the host row of the trace, during the gaps, tells them apart."""
+    """The branches this trace takes, the largest share of the step first.
+
+    A launch-bound step takes the first two: the host row of the trace, during the
+    gaps, tells them apart.
+    """
     found = []  # (share of the step, branch)
     if s.kernels and s.gpu_idle_share > idle_share:
-        found.append((s.gpu_idle_share, "the GPU waits: data loading, synchronizations"))
+        waits = "the GPU waits: data loading, synchronizations"
+        found.append((s.gpu_idle_share, waits))
     if s.kernels and s.tiny_kernel_share > tiny_share:
-        found.append((s.tiny_kernel_us / s.span_us, "tiny kernels: CUDA graphs, fusion"))
+        tiny = "tiny kernels: CUDA graphs, fusion"
+        found.append((s.tiny_kernel_us / s.span_us, tiny))
     if s.fp32_products:  # a CPU trace has no kernel time: the branch is listed, last
-        found.append((s.fp32_product_us / s.span_us, "float32 products: TF32, bf16 autocast"))
+        fp32 = "float32 products: TF32, bf16 autocast"
+        found.append((s.fp32_product_us / s.span_us, fp32))
     if not found:
         return ["the GPU is busy: compare with its peak, then more GPUs"]
     return [branch for _, branch in sorted(found, key=lambda f: f[0], reverse=True)]
