@@ -85,17 +85,19 @@ lint: $(VENV)/.test ## Ruff over the code, snippets and tests
 # ones on TEST_WORKERS processes (pytest-xdist; most of a run's time is tests waiting on their
 # children, timeouts and the browser, so two cores run two at once), then those alone, since
 # they bound or compare times measured live. Both halves run whatever the first gave.
-# --dist loadfile: a test file's tests run in one worker, so a module fixture (a torchrun of 4
-# processes, the Zensical build, the scaffold's `make check`) runs once and nothing it writes
-# races a twin. (loadgroup would be finer, but pytest-xdist 3.8 renames node ids for it in a
-# way pytest 9.2 ignores: its groups are silently not kept.)
+# --dist worksteal: each worker starts on its share of the queue, long tests first and then
+# those that share a module fixture (fieldguide/pytest_plugin.py), and an idle worker takes
+# tests from the end of a busy one's: with whole files as units (--dist loadfile) one worker
+# ran the notebooks' file alone at the end (2026-11-26: 842 s, against 875 CPU-seconds of work
+# for two cores). A module fixture whose tests get split runs once in each worker: none writes
+# a fixed path that a twin could race (the Zensical check is one test for that reason).
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_ENV := FIELDGUIDE_BUILT_SITE=site FIELDGUIDE_REQUIRE_SLURM=1   # Slurm is installed: a cluster that cannot start fails
 test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (CPU + browser + Slurm), strict build
 	$(PY) -m ruff check .
 	env -u SITE_URL $(PY) -m mkdocs build --strict -d site
 	status=0; \
-	$(TEST_ENV) $(PY) -m pytest -m "not timed and not whole_gpu" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	$(TEST_ENV) $(PY) -m pytest -m "not timed and not whole_gpu" -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	$(TEST_ENV) $(PY) -m pytest -m "timed or whole_gpu" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	exit $$status
 

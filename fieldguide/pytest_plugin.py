@@ -129,9 +129,8 @@ def long_tests_first(items: list, workers: int) -> list:
 
 
 def _is_long(item) -> bool:
-    """A test that starts a new Python, or drives the browser (its file loads every page at two
-    widths: under `--dist loadfile` that file is one unit of several minutes, which must not be
-    the last to start)."""
+    """A test that starts a new Python, or drives the browser (one of them loads every page of
+    the site at one width and scheme: a minute or two); started last, it is the run's tail."""
     return any(item.get_closest_marker(m) is not None for m in ("fresh_interpreter", "browser"))
 
 

@@ -139,7 +139,7 @@ def test_after_collects_then_waits_for_its_file(tmp_path):
 
 
 def test_browser_tests_count_as_long():
-    """Under --dist loadfile the browser file is one unit of minutes: it starts first, not last."""
+    """A browser test loads every page at one width: it starts first, with the long ones."""
     from types import SimpleNamespace
 
     from fieldguide.pytest_plugin import long_tests_first
