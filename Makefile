@@ -91,9 +91,9 @@ lint: $(VENV)/.test ## Ruff over the code, snippets and tests
 # ran the notebooks' file alone at the end (2026-11-26: 842 s, against 875 CPU-seconds of work
 # for two cores). A module fixture whose tests get split runs once in each worker: none writes
 # a fixed path that a twin could race (the Zensical check is one test for that reason).
-# Two workers per core: with one per core the two cores were busy half the time (2026-11-26:
-# 816 CPU-seconds in 840 s on 2 cores), the rest spent waiting on children, timeouts, Slurm.
-TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
+# One per core: two per core made the parallel half slower on the idle 2-core machine
+# (2026-11-26: 762 s against 730 s; make test 871 s against 840 s): the work is CPU-bound.
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_ENV := FIELDGUIDE_BUILT_SITE=site FIELDGUIDE_REQUIRE_SLURM=1   # Slurm is installed: a cluster that cannot start fails
 test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (CPU + browser + Slurm), strict build
 	$(PY) -m ruff check .
