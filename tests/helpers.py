@@ -172,3 +172,20 @@ RANK_PROCESSES = [("gloo", 2), ("gloo", 4),
 def process_id(param):
     backend, n = param
     return f"{backend}-{n}"
+
+
+def run_on_ranks(worker, backend: str, n: int, out, timeout: float) -> list[dict]:
+    """Run a test file as the worker of n ranks under torchrun (`python worker OUT_DIR`, each rank
+    writing OUT_DIR/rank<N>.json) and return what each rank saw. gloo hides the GPUs, so the
+    script takes the CPU path even on a GPU machine; the ranks must report the backend asked
+    for (NCCL ran on GPUs, not on a fallback)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           **({"CUDA_VISIBLE_DEVICES": ""} if backend == "gloo" else {})}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         str(n), Path(worker).resolve(), out],
+        cwd=out, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(n)]
+    assert {s["backend"] for s in seen} == {backend}
+    return seen

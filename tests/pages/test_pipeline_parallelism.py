@@ -9,13 +9,12 @@ OUT_DIR` under torchrun): each rank writes what it saw to OUT_DIR/rank<N>.json.
 import gc
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import RANK_PROCESSES, process_id
+from tests.helpers import RANK_PROCESSES, process_id, run_on_ranks
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
@@ -35,17 +34,7 @@ def stages(request, tmp_path_factory):
     where the machine has them (the others are skipped, and listed by make test-gpu)."""
     backend, n = request.param
     out = tmp_path_factory.mktemp(f"pp-{backend}-{n}")
-    # gloo: hide the GPUs, so the script takes the CPU path even on a GPU machine
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
-           **({"CUDA_VISIBLE_DEVICES": ""} if backend == "gloo" else {})}
-    result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-         str(n), Path(__file__).resolve(), out],
-        cwd=out, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    seen = [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
-    assert {s["backend"] for s in seen} == {backend}  # NCCL ran on GPUs, not on a fallback
-    return seen
+    return run_on_ranks(__file__, backend, n, out, TIMEOUT)
 
 
 @pytest.mark.parametrize("schedule", ["GPipe", "1F1B"])
