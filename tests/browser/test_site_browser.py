@@ -335,6 +335,12 @@ CHART_FACTS = """() => [...document.querySelectorAll('figure.timing-chart object
                 theme: o.classList.contains('only-dark') ? 'dark' : 'light',
                 room: o.closest('figure').parentElement.getBoundingClientRect().width}))"""
 
+# An <object>'s drawing is parsed after the load event that "networkidle" waits for: on a busy
+# machine (CI runs the browser test beside other tests) a chart can still be empty when measured.
+CHARTS_LOADED = """() => [...document.querySelectorAll('figure.timing-chart object')]
+    .filter(o => o.getBoundingClientRect().width > 0)
+    .every(o => o.contentDocument?.documentElement?.tagName === 'svg')"""
+
 # What a chart's drawing shows, measured in it as displayed: no text over other text or over the
 # data (a line, a marker, a point), the outline of a turned label turned with it; at least three
 # labelled ticks on every numeric axis; a <title> on every point of a series.
@@ -503,6 +509,10 @@ def test_every_page(browser, site, mode):
                     page.wait_for_function(DRAWN, arg=built.diagrams, timeout=TIMEOUT_MS)
                 except PlaywrightTimeout:
                     pass  # _check_page says what was drawn
+            try:
+                page.wait_for_function(CHARTS_LOADED, timeout=TIMEOUT_MS)
+            except PlaywrightTimeout:
+                pass  # _check_charts names each chart not loaded by then
             charts = page.evaluate(CHART_FACTS)
             charts_seen += len(charts)
             found += _check_charts(page, charts, width, scheme, svgs)
