@@ -51,7 +51,7 @@ def test_prompts_open_from_the_keyboard_and_pass_axe_in_both_schemes(browser, si
             html = site.dir / built.url[len(site.url):].strip("/") / "index.html"
             if f'<details class="{prompts.KIND}">' not in html.read_text(encoding="utf-8"):
                 continue   # only the pages with prompts are loaded
-            page.goto(built.url, wait_until="networkidle")
+            page.goto(built.url, wait_until="load")
             count = page.locator(SELECTOR).count()
             checked += count
             assert page.evaluate(KEYBOARD), f"{built.url}: a prompt's summary takes no focus"

@@ -335,8 +335,9 @@ CHART_FACTS = """() => [...document.querySelectorAll('figure.timing-chart object
                 theme: o.classList.contains('only-dark') ? 'dark' : 'light',
                 room: o.closest('figure').parentElement.getBoundingClientRect().width}))"""
 
-# An <object>'s drawing is parsed after the load event that "networkidle" waits for: on a busy
-# machine (CI runs the browser test beside other tests) a chart can still be empty when measured.
+# An <object>'s drawing can still be unparsed after the page's load event (Chromium loads an
+# <object> once it is laid out, and only the shown theme's and width's are): on a busy machine
+# (CI runs the browser test beside other tests) a chart was empty when measured.
 CHARTS_LOADED = """() => [...document.querySelectorAll('figure.timing-chart object')]
     .filter(o => o.getBoundingClientRect().width > 0)
     .every(o => o.contentDocument?.documentElement?.tagName === 'svg')"""
@@ -501,7 +502,10 @@ def test_every_page(browser, site, mode):
         page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
         for built in site.pages:
             found = problems.setdefault(built.url, [])
-            response = page.goto(built.url, wait_until="networkidle")
+            # "load", not "networkidle": the latter idles 500 ms on every page (a third of the
+            # test's time); what loads later is waited for below (diagrams, charts), and a late
+            # console error is still caught, under the next page's name at worst.
+            response = page.goto(built.url, wait_until="load")
             if response is None or not response.ok:
                 found.append(f"HTTP {response.status if response else 'no response'}")
             if built.diagrams:  # Material draws them after the page has loaded
