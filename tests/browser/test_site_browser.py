@@ -264,9 +264,13 @@ def context(browser, site):
     assert not off_site, "requests that left the site:\n" + "\n".join(off_site)
 
 
-# --- Every page, once per width and colour scheme: all that a look at the page can check ----------
+# --- Every page, once per width, in both colour schemes: all that a look at the page can check ---
 
-MODES = {f"{width}-{scheme}": (width, scheme) for width in VIEWPORTS for scheme in ("light", "dark")}
+# The schemes, in the order each page is seen, with the axe-core rules run in each: all of them
+# in the first (None); in the other, the document is the same, so only the rules that read
+# colours can find anything new.
+SCHEMES = {"light": None, "dark": ["color-contrast", "link-in-text-block"]}
+MATERIAL_SCHEMES = {"light": "default", "dark": "slate"}   # the reader's scheme -> Material's
 AXE = Path(__file__).with_name("axe.min.js")  # axe-core, vendored (`make axe`): no network in CI
 AXE_IMPACTS = ("serious", "critical")          # what fails the test; "moderate" and "minor" don't
 
@@ -305,8 +309,10 @@ OPEN_ALL = """() => {
 }"""
 
 # axe-core's rules (WCAG 2.x A and AA, and its best practices) over the whole page.
-AXE_RUN = """async impacts => {
-    const result = await axe.run(document, {resultTypes: ['violations']});
+AXE_RUN = """async ([impacts, rules]) => {
+    const result = await axe.run(document, rules
+        ? {resultTypes: ['violations'], runOnly: {type: 'rule', values: rules}}
+        : {resultTypes: ['violations']});
     return result.violations.filter(v => impacts.includes(v.impact)).map(v => ({
         id: v.id, impact: v.impact, help: v.help, count: v.nodes.length,
         nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ') + ': ' +
@@ -480,20 +486,24 @@ def _check_charts(page, charts: list[dict], width: str, scheme: str, svgs: dict[
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("mode", list(MODES))
-def test_every_page(browser, site, mode):
-    """Each page loaded once at this width and colour scheme, and in that one visit: no console
-    error, no request off the site, no sideways scrolling of the page or (at desktop width) of any
-    code block, readable code, diagrams drawn, charts drawn to fit in this scheme, and no serious
-    or critical axe-core violation."""
+@pytest.mark.parametrize("width", list(VIEWPORTS))
+def test_every_page(browser, site, width):
+    """Each page loaded once at this width and seen in both colour schemes in that one visit
+    (light as loaded, then dark through Material's palette toggle, as a reader switches): no
+    console error, no request off the site, no sideways scrolling of the page or (at desktop
+    width) of any code block, readable code, diagrams drawn, charts drawn to fit in each scheme,
+    and no serious or critical axe-core violation (every rule in light; in dark, the rules that
+    depend on colour, since the document is the same)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    width, scheme = MODES[mode]
-    context, off_site = _open_context(browser, site, VIEWPORTS[width], scheme)
+    context, off_site = _open_context(browser, site, VIEWPORTS[width], "light")
+    # Every page starts in light: the toggle's choice (Material keeps it in localStorage) is
+    # forgotten before the page's own scripts read it.
+    context.add_init_script("localStorage.clear()")
     axe = AXE.read_text(encoding="utf-8")
     problems: dict[str, list[str]] = {}
     svgs: dict[str, str] = {}
-    charts_seen = 0
+    charts_seen = {scheme: 0 for scheme in SCHEMES}
     try:
         page = context.new_page()
         errors: list[str] = []
@@ -513,17 +523,21 @@ def test_every_page(browser, site, mode):
                     page.wait_for_function(DRAWN, arg=built.diagrams, timeout=TIMEOUT_MS)
                 except PlaywrightTimeout:
                     pass  # _check_page says what was drawn
-            try:
-                page.wait_for_function(CHARTS_LOADED, timeout=TIMEOUT_MS)
-            except PlaywrightTimeout:
-                pass  # _check_charts names each chart not loaded by then
-            charts = page.evaluate(CHART_FACTS)
-            charts_seen += len(charts)
-            found += _check_charts(page, charts, width, scheme, svgs)
             page.add_script_tag(content=axe)
-            for v in page.evaluate(AXE_RUN, list(AXE_IMPACTS)):
-                found.append(f"axe {v['impact']} {v['id']} ({v['help']}) x{v['count']}: "
-                             + " | ".join(v["nodes"]))
+            for scheme, axe_rules in SCHEMES.items():
+                if scheme != "light":
+                    found += _switch_scheme(page, scheme)
+                try:  # an <object> loads once it is shown: the dark drawings only now
+                    page.wait_for_function(CHARTS_LOADED, timeout=TIMEOUT_MS)
+                except PlaywrightTimeout:
+                    pass  # _check_charts names each chart not loaded by then
+                charts = page.evaluate(CHART_FACTS)
+                charts_seen[scheme] += len(charts)
+                found += [f"{scheme}: {problem}"
+                          for problem in _check_charts(page, charts, width, scheme, svgs)]
+                found += [f"{scheme}: axe {v['impact']} {v['id']} ({v['help']}) x{v['count']}: "
+                          + " | ".join(v["nodes"])
+                          for v in page.evaluate(AXE_RUN, [list(AXE_IMPACTS), axe_rules])]
             page.evaluate(OPEN_ALL)
             found += _check_page(built, page.evaluate(PAGE_FACTS), width)
             found += errors
@@ -535,10 +549,39 @@ def test_every_page(browser, site, mode):
         problems.setdefault(request.split(" -> ")[0], []).append(f"request off the site: {request}")
     report = [f"{url}\n    " + "\n    ".join(msgs) for url, msgs in problems.items() if msgs]
     if report:
-        pytest.fail(f"at {width} width ({VIEWPORTS[width]['width']} px), {scheme}:\n"
+        pytest.fail(f"at {width} width ({VIEWPORTS[width]['width']} px):\n"
                     + "\n".join(report), pytrace=False)
     if not os.environ.get("FIELDGUIDE_BROWSER_PAGES"):  # the whole site has charts
-        assert charts_seen, "no chart found on any page: the test would check nothing"
+        assert all(charts_seen.values()), \
+            f"charts found per scheme: {charts_seen}: the test would check nothing"
+
+
+@pytest.mark.browser
+def test_a_reader_who_prefers_dark_gets_the_dark_scheme(browser, site):
+    """test_every_page reaches dark through the toggle; a reader whose system prefers dark gets
+    it on the first load (the palette's media queries in mkdocs.yml)."""
+    context, off_site = _open_context(browser, site, VIEWPORTS["phone"], "dark")
+    try:
+        page = context.new_page()
+        page.goto(site.home.url, wait_until="load")
+        assert page.evaluate("document.body.dataset.mdColorScheme") == MATERIAL_SCHEMES["dark"]
+    finally:
+        context.close()
+    assert not off_site, off_site
+
+
+def _switch_scheme(page, scheme: str) -> list[str]:
+    """Click Material's palette toggle until the page shows `scheme`; what went wrong, if any."""
+    wanted = MATERIAL_SCHEMES[scheme]
+    # Material fades colours over 250 ms as the scheme changes: none while colours are measured.
+    page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
+    page.locator("form[data-md-component=palette] label:not([hidden])").click()
+    try:
+        page.wait_for_function(f"() => document.body.dataset.mdColorScheme === '{wanted}'",
+                               timeout=TIMEOUT_MS)
+    except Exception:
+        return [f"the palette toggle did not switch the page to {scheme} ({wanted})"]
+    return []
 
 
 # lunr's English stop words of five letters or more: the index drops them, so never search one.
