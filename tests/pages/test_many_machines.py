@@ -107,8 +107,20 @@ def test_two_nodes_meet_over_loopback(workdir):
         nodes.append(subprocess.Popen(["bash", "-c", delayed], cwd=workdir, env=node_env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True))
+    deadline = time.monotonic() + TIMEOUT
     try:
-        outputs = [node.communicate(timeout=TIMEOUT) for node in nodes]
+        outputs = [node.communicate(timeout=max(1.0, deadline - time.monotonic())) for node in nodes]
+    except subprocess.TimeoutExpired:
+        stacks = hung_stacks(nodes)
+        for node in nodes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGKILL)
+        printed = [node.communicate() for node in nodes]
+        pytest.fail(f"the two nodes had not finished after {TIMEOUT} s (8 s on an idle 2-core "
+                    "machine).\n" + "\n".join(
+                        f"--- node {n} (pid {node.pid}), stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
+                        for n, (node, (out, err)) in enumerate(zip(nodes, printed, strict=True)))
+                    + f"\n--- where their processes were (py-spy dump):\n{stacks}", pytrace=False)
     finally:
         for node in nodes:
             if node.poll() is None:
@@ -127,6 +139,22 @@ def test_two_nodes_meet_over_loopback(workdir):
     assert all("2 process(es)" in line and backend in line for line in lines), lines
     checkpoint = torch.load(workdir / "ckpt.pt", weights_only=True, map_location="cpu")
     assert checkpoint["epoch"] == 2
+
+
+def hung_stacks(nodes) -> str:
+    """Each Python process of the nodes' sessions, as py-spy sees it (when py-spy is there)."""
+    spy = shutil.which("py-spy", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                         os.environ.get("PATH", "")]))
+    if not spy:
+        return "(py-spy is not installed)"
+    pids = subprocess.run(["pgrep", "-s", ",".join(str(n.pid) for n in nodes)],
+                          capture_output=True, text=True).stdout.split()
+    dumps = []
+    for pid in pids:
+        dump = subprocess.run([spy, "dump", "--pid", pid], capture_output=True, text=True,
+                              timeout=30)
+        dumps.append(f"pid {pid}:\n{(dump.stdout or dump.stderr)[-3000:]}")
+    return "\n".join(dumps)
 
 
 # --- Slurm ---------------------------------------------------------------------------------------
