@@ -19,7 +19,9 @@ problems are then logged and shown in the page, and the preview keeps running.
 
 State that costs time to build (each GPU's runs, each benchmark's code key) is kept for the
 process and rebuilt when a file it was read from changes (`_Inputs`), so `mkdocs serve` sees a
-code change at once. Figures are cached on disk by content (fieldguide/figure_cache.py).
+code change at once. Figures are cached on disk by content (fieldguide/figure_cache.py); when a
+page misses that cache, a second process draws the other pages' figures into it meanwhile
+(fieldguide/figure_prefill.py).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 from markdown import Extension, Markdown
 from markdown.preprocessors import Preprocessor
 
-from fieldguide import notebooks, outputs, shortcodes, unrendered
+from fieldguide import figure_cache, figure_prefill, notebooks, outputs, shortcodes, unrendered
 
 try:  # MkDocs prints a BuildError as one clean line and aborts; Zensical shows any exception
     from mkdocs.exceptions import BuildError as _Error
@@ -170,7 +172,10 @@ class _Render(Preprocessor):
             return lines
         cfg = self.extension.getConfigs()
         state = _state(ctx, cfg["timings"] or None, list(cfg["beside"] or []))
+        misses = figure_cache.stats["misses"]
         markdown, page = state.build.render_page("\n".join(lines), ctx.src_uri, ctx.url)
+        if figure_cache.stats["misses"] > misses:  # a cold cache: draw the others on another core
+            figure_prefill.start(ctx.root, state.build.default_gpu, state.build.beside)
         problems = list(page.problems) + state.build.stale_report(ctx.src_uri)
         problems += state.notebook_problems.get(ctx.src_uri, [])
         if ctx.src_uri == "index.md":  # notebooks without a page belong to no page: the home page says so
