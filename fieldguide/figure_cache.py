@@ -141,6 +141,11 @@ def drawn(root: Path, function: Callable, *args: Any, **kwargs: Any) -> Any:
     # Atomic: a build killed mid-write, or two builds at once, leave no half-written entry.
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, delete=False,
                                      suffix=".tmp") as file:
-        json.dump(result, file)
+        try:
+            json.dump(result, file)
+        except BaseException:  # stopped mid-write (figure_prefill.py): leave no stray file
+            file.close()
+            os.unlink(file.name)
+            raise
     os.replace(file.name, path)
     return result

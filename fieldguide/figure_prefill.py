@@ -12,7 +12,9 @@ fills `.build-cache/figures/` through `figure_cache.drawn` while the build works
 first page; where they meet, a figure already drawn by either is a cache hit for the other. What
 it renders is thrown away: the cache can only hold a figure this code draws from this data
 (fieldguide/figure_cache.py), so the build's pages are the same with or without it, only sooner.
-It stops when the build's process is gone, and the build stops it when it exits.
+It stops when it has drawn every page's figures, when the build's process is gone (checked
+between pages), and when that process exits (`mkdocs build`'s end; `mkdocs serve` keeps it to
+the end of its pass). Draft pages are drawn too: this side knows no engine's config.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,50 +32,52 @@ from fieldguide import shortcodes
 # The shortcode kinds whose renderers draw through the figure cache.
 FIGURE_KINDS = ("chart", "timeline", "roofline", "memory", "queue", "diagram")
 
-_running: dict[tuple, subprocess.Popen] = {}
+OFF = "FIELDGUIDE_NO_PREFILL"   # set to 1: no second process (to measure a build on one core)
+
+_running: list[subprocess.Popen] = []
 
 
-def pages_with_figures(docs: Path) -> list[tuple[str, str]]:
-    """(src_uri, markdown) of every page that shows a figure, last page (by path) first."""
+def disabled() -> bool:
+    return os.environ.get(OFF, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pages_with_figures(docs: Path, only: list[str] | None = None) -> list[tuple[str, str]]:
+    """(src_uri, markdown) of every page that shows a figure (or of those in `only`), last page
+    (by path) first."""
     found = []
     for path in sorted(docs.rglob("*.md"), reverse=True):
+        src_uri = path.relative_to(docs).as_posix()
+        if only is not None and src_uri not in only:
+            continue
         text = path.read_text(encoding="utf-8")
         if any(code.kind in FIGURE_KINDS for _, code in shortcodes.find(text)):
-            found.append((path.relative_to(docs).as_posix(), text))
+            found.append((src_uri, text))
     return found
 
 
-def start(root: Path, default_gpu: str | None, beside: list[str]) -> None:
-    """Start the prefill for this build's settings, unless one is still running."""
-    key = (str(root), default_gpu, tuple(beside))
-    running = _running.get(key)
-    if running is not None and running.poll() is None:
-        return
-    if not default_gpu or os.environ.get("FIELDGUIDE_NO_PREFILL"):
-        return
+def start(root: Path, default_gpu: str | None, beside: list[str]) -> subprocess.Popen | None:
+    """Start the prefill with this build's settings (fieldguide/render.py: once per build)."""
+    if not default_gpu or disabled() or not (Path(root) / "fieldguide").is_dir():
+        return None   # (a project without this package cannot run `-m fieldguide...`)
     command = [sys.executable, "-m", "fieldguide.figure_prefill", str(root), "--gpu", default_gpu,
                "--parent", str(os.getpid())]
     for slug in beside:
         command += ["--beside", slug]
-    _running[key] = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-    lower_priority(_running[key].pid)
-    if len(_running) == 1:
+    process = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    if not _running:
         atexit.register(stop_all)
-
-
-def lower_priority(pid: int) -> None:
-    """The build's own process, which the reader waits on, goes first. (Not preexec_fn, which
-    is unsafe in a process with threads, such as `mkdocs serve`.)"""
-    if hasattr(os, "setpriority"):
-        os.setpriority(os.PRIO_PROCESS, pid, 5)
+    _running.append(process)
+    return process
 
 
 def stop_all() -> None:
-    for process in _running.values():
+    """Stop what is still drawing (a build that ended first; `mkdocs serve` stopped)."""
+    for process in _running:
         if process.poll() is None:
             process.terminate()
             process.wait()
+    _running.clear()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,10 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", required=True)
     parser.add_argument("--beside", action="append", default=[])
     parser.add_argument("--parent", type=int, help="stop once this process is gone")
+    parser.add_argument("--page", action="append", help="only this page (src_uri); for tests")
     args = parser.parse_args(argv)
+    if argv is None:  # as a process of its own
+        os.nice(5)    # the build, which the reader waits on, goes first
+        # terminated by the build: unwind, so figure_cache removes a half-written file
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # Tab contents are not needed to draw: left as Markdown, they cost nothing here.
     build = shortcodes.Build(args.root, args.gpu, beside=args.beside, to_html=lambda text: text)
-    for src_uri, markdown in pages_with_figures(args.root / "docs"):
+    for src_uri, markdown in pages_with_figures(args.root / "docs", args.page):
         if args.parent and os.getppid() != args.parent:
             return 0  # the build is over
         # A page's problems are the build's to report: here a page that cannot render only

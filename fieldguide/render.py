@@ -126,6 +126,7 @@ class _State:
     repo: notebooks.Repo | str   # or why there is none (repo_url is not a GitHub repository)
     notebook_problems: dict[str, list[str]]   # page -> its notebook's problems ("" for orphans)
     written: set[tuple[str, str]]             # (site_dir, site path) written in this state
+    prefilled: bool = False                   # figure_prefill started for this state
 
 
 _states: dict[tuple, _State] = {}
@@ -174,7 +175,9 @@ class _Render(Preprocessor):
         state = _state(ctx, cfg["timings"] or None, list(cfg["beside"] or []))
         misses = figure_cache.stats["misses"]
         markdown, page = state.build.render_page("\n".join(lines), ctx.src_uri, ctx.url)
-        if figure_cache.stats["misses"] > misses:  # a cold cache: draw the others on another core
+        if figure_cache.stats["misses"] > misses and not state.prefilled:
+            # a cold cache: the other pages' figures are drawn on another core meanwhile
+            state.prefilled = True
             figure_prefill.start(ctx.root, state.build.default_gpu, state.build.beside)
         problems = list(page.problems) + state.build.stale_report(ctx.src_uri)
         problems += state.notebook_problems.get(ctx.src_uri, [])

@@ -2,7 +2,7 @@
 
 mkdocs-jupyter converts each notebook page as the build reaches it, on the build's one core: in a
 cold build (a fresh clone, or changed notebooks) that was a fifth of the time (2026-11-26,
-2 cores: about 8 of 41 s). At on_files this hook lists the notebooks whose entry is missing
+2 cores: about 8 of 41 s). At on_nav this hook lists the notebooks whose entry is missing
 from mkdocs-jupyter's cache and, if there are any, starts
 
     python hooks/notebook_prefill.py --parent PID --options JSON NOTEBOOK ...
@@ -11,8 +11,10 @@ which writes each entry as mkdocs-jupyter itself would (the same key, the same c
 calls, the same JSON; tests/tooling/test_notebook_prefill.py compares the two), last notebook
 first, while the build works forward. mkdocs-jupyter then finds the entry or, where it gets
 there first, converts the notebook itself. Each entry is written whole (a temporary file,
-renamed), so the build never reads half of one. The process stops when the build's is gone, and
-at the end of the build.
+renamed), so the build never reads half of one. The process stops when it is done, when the
+build's process is gone (checked between notebooks), and when the build ends or fails
+(on_post_build, on_build_error). Drafts (draft_docs) are left out: the build renders none.
+MkDocs only: Zensical runs no hooks (and no mkdocs-jupyter).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,43 +71,56 @@ def entry(notebook: str, options: dict) -> dict:
 
 
 def write_whole(path: Path, data: dict) -> None:
+    """Written to a temporary file, then renamed: a reader sees the whole entry or none."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, delete=False,
                                      suffix=".tmp") as file:
-        json.dump(data, file)
+        try:
+            json.dump(data, file)
+        except BaseException:  # stopped mid-write: leave no stray file
+            file.close()
+            os.unlink(file.name)
+            raise
     os.replace(file.name, path)
 
 
-def on_files(files, config, **kwargs):
+def on_nav(nav, config, files, **kwargs):
     global _process
+    from fieldguide.figure_prefill import disabled
+
     plugin = config.plugins.get(PLUGIN)
-    if plugin is None or not plugin.config["cache"] or (_process and _process.poll() is None):
-        return files
+    if plugin is None or not plugin.config["cache"] or disabled() or (
+            _process is not None and _process.poll() is None):
+        return nav
     # cache_dir as mkdocs-jupyter reads it (relative to the working directory, which the
     # process below shares)
     options = {name: plugin.config[name] for name in OPTIONS}
+    # Not the drafts (draft_docs): the build renders none, and mkdocs-jupyter evicts every
+    # entry the build did not use. (on_nav, not on_files: MkDocs sets each file's inclusion
+    # between the two; `mkdocs serve` renders drafts too, and converts those itself.)
     missing = [f.abs_src_path for f in files
-               if plugin.should_include(f) and not cache_path(f.abs_src_path, options).exists()]
-    if missing and not os.environ.get("FIELDGUIDE_NO_PREFILL"):
+               if plugin.should_include(f) and f.inclusion.is_included()
+               and not cache_path(f.abs_src_path, options).exists()]
+    if missing:
         _process = subprocess.Popen(
             [sys.executable, __file__, "--parent", str(os.getpid()), "--options",
              json.dumps(options), *reversed(missing)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        lower_priority(_process.pid)
-    return files
+    return nav
 
 
-def lower_priority(pid: int) -> None:
-    """The build's own process, which the reader waits on, goes first. (Not preexec_fn, which
-    is unsafe in a process with threads, such as `mkdocs serve`.)"""
-    if hasattr(os, "setpriority"):
-        os.setpriority(os.PRIO_PROCESS, pid, 5)
-
-
-def on_post_build(config, **kwargs):
+def stop() -> None:
     if _process is not None and _process.poll() is None:
         _process.terminate()
         _process.wait()
+
+
+def on_post_build(config, **kwargs):
+    stop()
+
+
+def on_build_error(error, **kwargs):
+    stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options", type=json.loads, required=True)
     parser.add_argument("notebooks", nargs="+")
     args = parser.parse_args(argv)
+    if argv is None:  # as a process of its own
+        os.nice(5)    # the build, which the reader waits on, goes first
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # unwind: no half-written file
     for notebook in args.notebooks:
         if os.getppid() != args.parent:
             return 0  # the build is over

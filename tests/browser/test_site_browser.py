@@ -268,8 +268,11 @@ def context(browser, site):
 
 # The schemes, in the order each page is seen, with the axe-core rules run in each: all of them
 # in the first (None); in the other, the document is the same, so only the rules that read
-# colours can find anything new.
-SCHEMES = {"light": None, "dark": ["color-contrast", "link-in-text-block"]}
+# colours can find anything new, and those on what only that scheme shows.
+# axe skips what is hidden, so the rules on the dark scheme's own elements (the dark drawing of
+# each chart, an <object>) run there too.
+SCHEMES = {"light": None,
+           "dark": ["color-contrast", "link-in-text-block", "object-alt", "role-img-alt"]}
 MATERIAL_SCHEMES = {"light": "default", "dark": "slate"}   # the reader's scheme -> Material's
 AXE = Path(__file__).with_name("axe.min.js")  # axe-core, vendored (`make axe`): no network in CI
 AXE_IMPACTS = ("serious", "critical")          # what fails the test; "moderate" and "minor" don't
@@ -499,7 +502,8 @@ def test_every_page(browser, site, width):
     context, off_site = _open_context(browser, site, VIEWPORTS[width], "light")
     # Every page starts in light: the toggle's choice (Material keeps it in localStorage) is
     # forgotten before the page's own scripts read it.
-    context.add_init_script("localStorage.clear()")
+    context.add_init_script("""if (window === window.top) Object.keys(localStorage)
+        .filter(key => key.endsWith('__palette')).forEach(key => localStorage.removeItem(key))""")
     axe = AXE.read_text(encoding="utf-8")
     problems: dict[str, list[str]] = {}
     svgs: dict[str, str] = {}
@@ -574,13 +578,16 @@ def _switch_scheme(page, scheme: str) -> list[str]:
     """Click Material's palette toggle until the page shows `scheme`; what went wrong, if any."""
     wanted = MATERIAL_SCHEMES[scheme]
     # Material fades colours over 250 ms as the scheme changes: none while colours are measured.
+    from playwright.sync_api import Error as PlaywrightError
+
     page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
-    page.locator("form[data-md-component=palette] label:not([hidden])").click()
     try:
+        page.locator("form[data-md-component=palette] label:not([hidden])").click()
         page.wait_for_function(f"() => document.body.dataset.mdColorScheme === '{wanted}'",
                                timeout=TIMEOUT_MS)
-    except Exception:
-        return [f"the palette toggle did not switch the page to {scheme} ({wanted})"]
+    except PlaywrightError as exc:   # a timeout is one
+        return [f"the palette toggle did not switch the page to {scheme} ({wanted}): "
+                f"{str(exc).splitlines()[0]}"]
     return []
 
 

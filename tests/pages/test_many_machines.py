@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -107,15 +108,16 @@ def test_two_nodes_meet_over_loopback(workdir):
         nodes.append(subprocess.Popen(["bash", "-c", delayed], cwd=workdir, env=node_env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True))
-    deadline = time.monotonic() + TIMEOUT
     try:
-        outputs = [node.communicate(timeout=max(1.0, deadline - time.monotonic())) for node in nodes]
+        outputs = [node.communicate(timeout=TIMEOUT) for node in nodes]
     except subprocess.TimeoutExpired:
-        stacks = hung_stacks(nodes)
-        for node in nodes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(node.pid, signal.SIGKILL)
-        printed = [node.communicate() for node in nodes]
+        # torchrun starts its workers in sessions of their own: find them through the tree.
+        processes = [p for node in nodes for p in tree(node.pid)]
+        stacks = hung_stacks(processes)
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        printed = [node.communicate(timeout=30) for node in nodes]
         pytest.fail(f"the two nodes had not finished after {TIMEOUT} s (8 s on an idle 2-core "
                     "machine).\n" + "\n".join(
                         f"--- node {n} (pid {node.pid}), stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
@@ -141,19 +143,31 @@ def test_two_nodes_meet_over_loopback(workdir):
     assert checkpoint["epoch"] == 2
 
 
-def hung_stacks(nodes) -> str:
-    """Each Python process of the nodes' sessions, as py-spy sees it (when py-spy is there)."""
+def tree(pid: int) -> list:
+    """The process and all its descendants (psutil.Process), the process first."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def hung_stacks(processes) -> str:
+    """Each Python process among them, as py-spy sees it (when py-spy is there)."""
     spy = shutil.which("py-spy", path=os.pathsep.join([str(Path(sys.executable).parent),
                                                          os.environ.get("PATH", "")]))
     if not spy:
         return "(py-spy is not installed)"
-    pids = subprocess.run(["pgrep", "-s", ",".join(str(n.pid) for n in nodes)],
-                          capture_output=True, text=True).stdout.split()
     dumps = []
-    for pid in pids:
-        dump = subprocess.run([spy, "dump", "--pid", pid], capture_output=True, text=True,
-                              timeout=30)
-        dumps.append(f"pid {pid}:\n{(dump.stdout or dump.stderr)[-3000:]}")
+    for process in processes:
+        try:
+            if "python" not in process.name():
+                continue
+            dump = subprocess.run([spy, "dump", "--pid", str(process.pid)], capture_output=True,
+                                  text=True, timeout=30)
+            dumps.append(f"pid {process.pid}:\n{(dump.stdout or dump.stderr)[-3000:]}")
+        except (psutil.Error, subprocess.TimeoutExpired) as exc:
+            dumps.append(f"pid {process.pid}: no dump ({exc!r})")
     return "\n".join(dumps)
 
 

@@ -341,3 +341,25 @@ def test_one_build_loads_each_gpu_once_and_keys_each_benchmark_once(project, mon
     mkdocs_build(load_config(str(project.path / "mkdocs.yml"), strict=True))
     assert counts == {"load": 1, "key": 2}  # one GPU; bench_copy and bench_slow
     shutil.rmtree(project.path / "site")
+
+
+def test_a_cold_figure_cache_starts_the_prefill_once_and_a_warm_one_never(project, monkeypatch):
+    """fieldguide/figure_prefill.py: started by the first page whose figures missed the cache,
+    once per build; not at all when every figure is in the cache."""
+    from mkdocs.commands.build import build as mkdocs_build
+    from mkdocs.config import load_config
+
+    from fieldguide import figure_prefill, render
+
+    chart = "<!-- timing-chart: copy.copy[*] x=bytes y={y} -->\n"
+    (project.path / "docs" / "index.md").write_text("# One\n\n" + chart.format(y="median"))
+    (project.path / "docs" / "two.md").write_text("# Two\n\n" + chart.format(y="bandwidth_gbs"))
+    started = []
+    monkeypatch.setattr(figure_prefill, "start", lambda *args: started.append(args))
+    monkeypatch.chdir(project.path)
+    for cache in ("cold", "warm"):
+        monkeypatch.setattr(render, "_states", {})   # each build as in a fresh process
+        mkdocs_build(load_config(str(project.path / "mkdocs.yml"), strict=True))
+        expected = [(project.path, "fake-gpu-9000", ["fake-gpu-7000"])] if cache == "cold" else []
+        assert started == expected, cache
+        started.clear()

@@ -1,6 +1,7 @@
 """The figure prefill (fieldguide/figure_prefill.py): it draws exactly the figures the build will
-ask the cache for, last page first; it is started once while it runs; it stops once the build's
-process is gone. (That a cold build starts it and gains from it is the loop benchmark's
+ask the cache for, last page first; its command carries the build's settings; FIELDGUIDE_NO_PREFILL
+turns it off; it stops once the build's process is gone. (That a build starts it once, on a miss,
+is tests/site/test_site_build.py's; that a cold build gains from it, the loop benchmark's
 build_cold, benchmarks/loop/.)"""
 
 import os
@@ -65,6 +66,14 @@ def test_what_it_draws_is_what_the_build_then_finds(tmp_path, monkeypatch):
     assert figure_cache.stats["hits"] - before["hits"] == drawn
 
 
+def test_run_as_the_build_runs_it_it_fills_the_cache_for_the_pages(tmp_path, monkeypatch):
+    monkeypatch.setattr(figure_cache, "CACHE", tmp_path / "figures")
+    gpu, beside = settings()
+    args = [str(ROOT), "--gpu", gpu, "--parent", str(os.getppid()), "--page", PAGE]
+    assert figure_prefill.main(args + [f"--beside={slug}" for slug in beside]) == 0
+    assert any((tmp_path / "figures").rglob("*.json"))
+
+
 def test_it_stops_at_once_when_the_build_is_gone(tmp_path, monkeypatch):
     monkeypatch.setattr(figure_cache, "CACHE", tmp_path / "figures")
     gpu, _ = settings()
@@ -76,30 +85,32 @@ def test_it_stops_at_once_when_the_build_is_gone(tmp_path, monkeypatch):
 
 
 class FakeProcess:
-    started: list = []
-
     def __init__(self, command, **kwargs):
         self.command, self.pid = command, None
-        FakeProcess.started.append(command)
 
     def poll(self):
         return None   # still running
 
-    def terminate(self):
-        pass
 
-    def wait(self):
-        return 0
-
-
-def test_it_is_started_once_per_build_settings(monkeypatch):
+def test_its_command_names_the_build_settings_and_its_parent(monkeypatch):
     monkeypatch.setattr(figure_prefill.subprocess, "Popen", FakeProcess)
-    monkeypatch.setattr(figure_prefill, "_running", {})
-    monkeypatch.setattr(figure_prefill, "lower_priority", lambda pid: None)
-    monkeypatch.delenv("FIELDGUIDE_NO_PREFILL", raising=False)
-    FakeProcess.started = []
-    figure_prefill.start(ROOT, "some-gpu", ["other-gpu"])
-    figure_prefill.start(ROOT, "some-gpu", ["other-gpu"])   # still running: not again
-    assert FakeProcess.started == [[sys.executable, "-m", "fieldguide.figure_prefill", str(ROOT),
-                                    "--gpu", "some-gpu", "--parent", str(os.getpid()),
-                                    "--beside", "other-gpu"]]
+    monkeypatch.setattr(figure_prefill, "_running", [])
+    monkeypatch.delenv(figure_prefill.OFF, raising=False)
+    process = figure_prefill.start(ROOT, "some-gpu", ["other-gpu"])
+    assert process.command == [sys.executable, "-m", "fieldguide.figure_prefill", str(ROOT),
+                               "--gpu", "some-gpu", "--parent", str(os.getpid()),
+                               "--beside", "other-gpu"]
+
+
+@pytest.mark.parametrize(("value", "off"), [("1", True), ("yes", True), ("0", False), ("", False)])
+def test_fieldguide_no_prefill_turns_it_off(monkeypatch, value, off):
+    monkeypatch.setattr(figure_prefill.subprocess, "Popen", FakeProcess)
+    monkeypatch.setattr(figure_prefill, "_running", [])
+    monkeypatch.setenv(figure_prefill.OFF, value)
+    assert (figure_prefill.start(ROOT, "some-gpu", []) is None) == off
+
+
+def test_a_project_without_the_package_gets_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(figure_prefill.subprocess, "Popen", FakeProcess)
+    monkeypatch.delenv(figure_prefill.OFF, raising=False)
+    assert figure_prefill.start(tmp_path, "some-gpu", []) is None

@@ -1,6 +1,7 @@
 """The notebook prefill (hooks/notebook_prefill.py) writes, for a notebook, the very cache entry
 mkdocs-jupyter writes (same file name, same JSON), so the build reads it as its own; it lists
-only the notebooks whose entry is missing; it stops once the build's process is gone."""
+only the published notebooks (not drafts) whose entry is missing; it stops once the build's
+process is gone."""
 
 import importlib.util
 import json
@@ -24,7 +25,7 @@ def load_hook():
 def site(tmp_path, monkeypatch):
     """The site's config with mkdocs-jupyter's cache in tmp_path, its files, the plugin."""
     from mkdocs.config import load_config
-    from mkdocs.structure.files import get_files
+    from mkdocs.structure.files import get_files, set_exclusions
 
     monkeypatch.chdir(ROOT)
     monkeypatch.syspath_prepend(str(ROOT))       # mkdocs.yml's fieldguide.render extension
@@ -35,8 +36,11 @@ def site(tmp_path, monkeypatch):
     plugin.config["cache_dir"] = str(tmp_path / "cache")
     plugin.on_pre_build(config)
     files = plugin.on_files(get_files(config), config)
-    notebooks = [f for f in files if plugin.should_include(f)]
+    set_exclusions(files, config)   # as the build does before on_nav: drafts are marked
+    notebooks = [f for f in files if plugin.should_include(f) and f.inclusion.is_included()]
     assert notebooks, "mkdocs-jupyter includes no notebook of this site"
+    assert len(notebooks) < len([f for f in files if plugin.should_include(f)]), \
+        "no draft notebook left to leave out: the test below would not show it"
     return config, files, plugin, notebooks
 
 
@@ -55,7 +59,7 @@ def test_its_entry_is_the_one_mkdocs_jupyter_writes(site, tmp_path):
     assert json.loads(written[0].read_text(encoding="utf-8")) == json.loads(json.dumps(ours))
 
 
-def test_only_the_notebooks_missing_from_the_cache_are_listed(site, monkeypatch):
+def test_only_the_published_notebooks_missing_from_the_cache_are_listed(site, monkeypatch):
     config, files, plugin, notebooks = site
     hook = load_hook()
     options = {name: plugin.config[name] for name in hook.OPTIONS}
@@ -64,9 +68,8 @@ def test_only_the_notebooks_missing_from_the_cache_are_listed(site, monkeypatch)
     monkeypatch.delenv("FIELDGUIDE_NO_PREFILL")
     monkeypatch.setattr(hook.subprocess, "Popen", lambda command, **kw: started.append(command)
                         or SimpleNamespace(pid=None, poll=lambda: 0))   # "finished at once"
-    monkeypatch.setattr(hook, "lower_priority", lambda pid: None)
     monkeypatch.setattr(hook, "_process", None)
-    hook.on_files(files, config)
+    hook.on_nav(None, config, files)
     (command,) = started
     listed = command[command.index("--options") + 2:]
     assert listed == [f.abs_src_path for f in reversed(notebooks[1:])]   # last first
