@@ -159,13 +159,12 @@ def hung_stacks(processes) -> str:
     if not spy:
         return "(py-spy is not installed)"
     dumps = []
-    for process in processes:
+    for process in processes:   # py-spy says so of a process that runs no Python
         try:
-            if "python" not in process.name():
-                continue
             dump = subprocess.run([spy, "dump", "--pid", str(process.pid)], capture_output=True,
                                   text=True, timeout=30)
-            dumps.append(f"pid {process.pid}:\n{(dump.stdout or dump.stderr)[-3000:]}")
+            dumps.append(f"pid {process.pid} ({' '.join(process.cmdline())[:120]}):\n"
+                         f"{(dump.stdout or dump.stderr)[-3000:]}")
         except (psutil.Error, subprocess.TimeoutExpired) as exc:
             dumps.append(f"pid {process.pid}: no dump ({exc!r})")
     return "\n".join(dumps)
