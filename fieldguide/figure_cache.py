@@ -137,15 +137,20 @@ def drawn(root: Path, function: Callable, *args: Any, **kwargs: Any) -> Any:
         pass  # not drawn yet, or a file cut short: draw it
     result = function(*args, **kwargs)
     stats["misses"] += 1
+    write_whole(path, result)
+    return result
+
+
+def write_whole(path: Path, data: Any) -> None:
+    """`data` as JSON at `path`, atomically: a process stopped mid-write (figure_prefill.py), or
+    two builds at once, leave no half-written entry and no stray temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Atomic: a build killed mid-write, or two builds at once, leave no half-written entry.
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, delete=False,
                                      suffix=".tmp") as file:
         try:
-            json.dump(result, file)
-        except BaseException:  # stopped mid-write (figure_prefill.py): leave no stray file
+            json.dump(data, file)
+        except BaseException:
             file.close()
             os.unlink(file.name)
             raise
     os.replace(file.name, path)
-    return result

@@ -80,6 +80,14 @@ def stop_all() -> None:
     _running.clear()
 
 
+def as_child() -> None:
+    """How a prefill process runs (this one, hooks/notebook_prefill.py's): after the build, which
+    the reader waits on; and, terminated by the build, unwinding, so that
+    figure_cache.write_whole removes what it was writing."""
+    os.nice(5)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("root", type=Path)
@@ -89,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page", action="append", help="only this page (src_uri); for tests")
     args = parser.parse_args(argv)
     if argv is None:  # as a process of its own
-        os.nice(5)    # the build, which the reader waits on, goes first
-        # terminated by the build: unwind, so figure_cache removes a half-written file
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        as_child()
     # Tab contents are not needed to draw: left as Markdown, they cost nothing here.
     build = shortcodes.Build(args.root, args.gpu, beside=args.beside, to_html=lambda text: text)
     for src_uri, markdown in pages_with_figures(args.root / "docs", args.page):

@@ -22,11 +22,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+# The project: this file's folder's parent. The process below runs this file as a script, so
+# the package is put on its path here (MkDocs' own process has it already).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fieldguide.figure_cache import write_whole  # noqa: E402 (after the path, above)
+from fieldguide.figure_prefill import as_child, disabled  # noqa: E402
 
 PLUGIN = "mkdocs-jupyter"
 # What mkdocs-jupyter's conversion reads from its config (plugin.py, on_pre_page and its key).
@@ -70,24 +75,8 @@ def entry(notebook: str, options: dict) -> dict:
     return {"content": body, "toc_tokens": toc_tokens, "title": title}
 
 
-def write_whole(path: Path, data: dict) -> None:
-    """Written to a temporary file, then renamed: a reader sees the whole entry or none."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, delete=False,
-                                     suffix=".tmp") as file:
-        try:
-            json.dump(data, file)
-        except BaseException:  # stopped mid-write: leave no stray file
-            file.close()
-            os.unlink(file.name)
-            raise
-    os.replace(file.name, path)
-
-
 def on_nav(nav, config, files, **kwargs):
     global _process
-    from fieldguide.figure_prefill import disabled
-
     plugin = config.plugins.get(PLUGIN)
     if plugin is None or not plugin.config["cache"] or disabled() or (
             _process is not None and _process.poll() is None):
@@ -130,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="+")
     args = parser.parse_args(argv)
     if argv is None:  # as a process of its own
-        os.nice(5)    # the build, which the reader waits on, goes first
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # unwind: no half-written file
+        as_child()
     for notebook in args.notebooks:
         if os.getppid() != args.parent:
             return 0  # the build is over
