@@ -16,6 +16,8 @@ from fieldguide import prompts
 from tests.browser.test_site_browser import (  # noqa: F401 (fixtures, used by name)
     AXE,
     AXE_IMPACTS,
+    MATERIAL_SCHEMES,
+    NO_TRANSITIONS,
     VIEWPORTS,
     _open_context,
     browser,
@@ -24,7 +26,6 @@ from tests.browser.test_site_browser import (  # noqa: F401 (fixtures, used by n
 )
 
 SELECTOR = f"details.{prompts.KIND}"
-SCHEMES = {"light": "default", "dark": "slate"}   # the reader's choice -> Material's scheme name
 AXE_ON_PROMPTS = """async ([selector, impacts]) => {
     const result = await axe.run(document.querySelectorAll(selector), {resultTypes: ['violations']});
     return result.violations.filter(v => impacts.includes(v.impact)).map(v =>
@@ -61,8 +62,8 @@ def test_prompts_open_from_the_keyboard_and_pass_axe_in_both_schemes(browser, si
             page.evaluate(f"() => document.querySelectorAll('{SELECTOR}').forEach(d => d.open = true)")
             page.add_script_tag(content=axe)
             # Material fades colours over 250 ms when the scheme changes: no fading under test
-            page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
-            for reader, scheme in SCHEMES.items():
+            page.add_style_tag(content=NO_TRANSITIONS)
+            for reader, scheme in MATERIAL_SCHEMES.items():
                 page.evaluate(f"() => document.body.setAttribute('data-md-color-scheme', '{scheme}')")
                 problems += [f"{built.url} ({reader}): axe {v}"
                              for v in page.evaluate(AXE_ON_PROMPTS, [SELECTOR, list(AXE_IMPACTS)])]

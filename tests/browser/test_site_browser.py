@@ -284,6 +284,8 @@ def context(browser, site):
 SCHEMES = {"light": None,
            "dark": ["color-contrast", "link-in-text-block", "object-alt", "role-img-alt"]}
 MATERIAL_SCHEMES = {"light": "default", "dark": "slate"}   # the reader's scheme -> Material's
+# Material fades colours over 250 ms as the scheme changes: none while colours are measured.
+NO_TRANSITIONS = "*, *::before, *::after { transition: none !important; }"
 AXE = Path(__file__).with_name("axe.min.js")  # axe-core, vendored (`make axe`): no network in CI
 AXE_IMPACTS = ("serious", "critical")          # what fails the test; "moderate" and "minor" don't
 
@@ -587,10 +589,9 @@ def test_a_reader_who_prefers_dark_gets_the_dark_scheme(browser, site):
 def _switch_scheme(page, scheme: str) -> list[str]:
     """Click Material's palette toggle until the page shows `scheme`; what went wrong, if any."""
     wanted = MATERIAL_SCHEMES[scheme]
-    # Material fades colours over 250 ms as the scheme changes: none while colours are measured.
     from playwright.sync_api import Error as PlaywrightError
 
-    page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
+    page.add_style_tag(content=NO_TRANSITIONS)
     try:
         page.locator("form[data-md-component=palette] label:not([hidden])").click()
         page.wait_for_function(f"() => document.body.dataset.mdColorScheme === '{wanted}'",
