@@ -1,6 +1,7 @@
 """The built site in headless Chromium: pages load cleanly at desktop and phone width, reach
-nothing off the site, show code at a readable size, draw their diagrams; search finds pages and API
-names; copy copies code.
+nothing off the site, show code at a readable size, draw their diagrams, open their prompts from
+the keyboard and pass axe-core in both colour schemes; search finds pages and API names; copy
+copies code; each reader's journey reaches its answer.
 
 The site is built once per session (`built_site`, tests/conftest.py) and served over HTTP on
 127.0.0.1 (not file://, so the search worker and the clipboard behave as on the real site). Every
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldguide import ROOT
+from fieldguide import ROOT, prompts
 from fieldguide.snippets import sections, snippet_files
 
 # Without these Chromium runs as root only with --no-sandbox, and it tries to reach the network
@@ -83,17 +84,19 @@ class BuiltPage:
     code: list[str] = field(default_factory=list, repr=False)  # every `pre > code`, in order
     diagrams: int = 0               # Mermaid diagrams: <pre class="mermaid"> in the HTML
     text: str = field(default="", repr=False)  # the article's text, markup removed
+    prompts: int = 0                # "predict, then run" prompts: <details class="predict">
 
 
 class _PageParser(HTMLParser):
     """Collects the first <h1> (less its headerlink), the text of every <code> inside a <pre>
-    except Mermaid sources, and how many Mermaid diagrams there are."""
+    except Mermaid sources, and how many Mermaid diagrams and prompts there are."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.h1: str | None = None
         self.code: list[str] = []
         self.diagrams = 0
+        self.prompts = 0
         self.text: list[str] = []
         self._mermaid = False
         self._article = False
@@ -109,6 +112,8 @@ class _PageParser(HTMLParser):
             self._h1 = []
         elif tag == "a" and "headerlink" in classes:
             self._headerlink = True
+        elif tag == "details" and prompts.KIND in classes:
+            self.prompts += 1
         elif tag == "pre":
             self._pre += 1
             if "mermaid" in classes:
@@ -151,7 +156,8 @@ def _discover(site: Path, base_url: str) -> list[BuiltPage]:
         path = "/".join(rel.parent.parts)
         url = f"{base_url}/{path}/" if path else f"{base_url}/"
         pages.append(BuiltPage(url=url, h1=parser.h1 or "", code=parser.code,
-                               diagrams=parser.diagrams, text="".join(parser.text)))
+                               diagrams=parser.diagrams, text="".join(parser.text),
+                               prompts=parser.prompts))
     return pages
 
 
@@ -180,6 +186,21 @@ class Site:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """The built site, and axe-core at AXE_URL. Served (not injected as text) so that Chromium
+    caches the 0.5 MB script and its compiled code: injected as text on every page it was
+    parsed afresh each time (0.16 s a page, 14 s per width)."""
+
+    def do_GET(self):
+        if self.path != AXE_URL:
+            return super().do_GET()
+        body = AXE.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/javascript")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "max-age=3600")
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *args):
         pass
 
@@ -214,6 +235,7 @@ def site(chromium_path, built_site) -> Iterator[Site]:
     try:
         pages = _discover(out, url)
         assert pages, f"the build in {out} has no pages"
+        assert not (out / AXE_URL.strip("/")).exists(), f"the site has a file at {AXE_URL}"
         # While working on a few pages: FIELDGUIDE_BROWSER_PAGES="execution/streams,glossary".
         only = [p.strip("/") for p in os.environ.get("FIELDGUIDE_BROWSER_PAGES", "").split(",") if p]
         if only:
@@ -287,6 +309,7 @@ MATERIAL_SCHEMES = {"light": "default", "dark": "slate"}   # the reader's scheme
 # Material fades colours over 250 ms as the scheme changes: none while colours are measured.
 NO_TRANSITIONS = "*, *::before, *::after { transition: none !important; }"
 AXE = Path(__file__).with_name("axe.min.js")  # axe-core, vendored (`make axe`): no network in CI
+AXE_URL = "/__tests__/axe.min.js"              # where the test server serves it: no page of the site
 AXE_IMPACTS = ("serious", "critical")          # what fails the test; "moderate" and "minor" don't
 
 # What a page looks like once loaded, measured in the page. Code blocks may scroll sideways on
@@ -316,6 +339,21 @@ PAGE_FACTS = """() => {
         mermaidLoaded: typeof mermaid !== 'undefined',
     };
 }"""
+
+# "Predict, then run" prompts (fieldguide/prompts.py): opened from the keyboard as a reader would
+# (focus the question, press Enter), then all of them, before axe runs, so that it checks the
+# answers too, in both schemes.
+PROMPT = f"details.{prompts.KIND}"
+FOCUS_FIRST_PROMPT = f"""() => {{
+    const summary = document.querySelector('{PROMPT} > summary');
+    summary.focus();
+    return document.activeElement === summary;
+}}"""
+OPEN_PROMPTS = f"""() => {{
+    const first = document.querySelector('{PROMPT}').open;
+    document.querySelectorAll('{PROMPT}').forEach(d => d.open = true);
+    return first;
+}}"""
 
 # Closed <details> and hidden tabs lay out nothing, so a block inside one measures 0 wide; opening
 # every one of them lets the code inside be measured.
@@ -507,8 +545,9 @@ def test_every_page(browser, site, width):
     (light as loaded, then dark through Material's palette toggle, as a reader switches): no
     console error, no request off the site, no sideways scrolling of the page or (at desktop
     width) of any code block, readable code, diagrams drawn, charts drawn to fit in each scheme,
-    and no serious or critical axe-core violation (every rule in light; in dark, the rules that
-    depend on colour, since the document is the same)."""
+    "predict, then run" prompts that open from the keyboard, and no serious or critical
+    axe-core violation, the prompts' answers opened (every rule in light; in dark, the rules
+    that depend on colour, since the document is the same)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     context, off_site = _open_context(browser, site, VIEWPORTS[width], "light")
@@ -516,10 +555,17 @@ def test_every_page(browser, site, width):
     # forgotten before the page's own scripts read it.
     context.add_init_script("""if (window === window.top) Object.keys(localStorage)
         .filter(key => key.endsWith('__palette')).forEach(key => localStorage.removeItem(key))""")
-    axe = AXE.read_text(encoding="utf-8")
+    # No transitions from the first style on: axe and the charts' checks read colours as they
+    # end, not halfway through a fade (Material fades the header's title in as a page loads).
+    context.add_init_script(f"""if (window === window.top) {{
+        const sheet = new CSSStyleSheet();
+        sheet.replaceSync({json.dumps(NO_TRANSITIONS)});
+        document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+    }}""")
     problems: dict[str, list[str]] = {}
     svgs: dict[str, str] = {}
     charts_seen = {scheme: 0 for scheme in SCHEMES}
+    prompts_seen = 0
     try:
         page = context.new_page()
         errors: list[str] = []
@@ -539,10 +585,16 @@ def test_every_page(browser, site, width):
                     page.wait_for_function(DRAWN, arg=built.diagrams, timeout=TIMEOUT_MS)
                 except PlaywrightTimeout:
                     pass  # _check_page says what was drawn
-            page.add_script_tag(content=axe)
+            page.add_script_tag(url=AXE_URL)
+            if built.prompts:
+                found += _open_prompts(page)
+                prompts_seen += built.prompts
             for scheme, axe_rules in SCHEMES.items():
                 if scheme != "light":
-                    found += _switch_scheme(page, scheme)
+                    # A pointer click on the first page (Playwright waits until the toggle is
+                    # visible, steady and not covered); the same toggle's click() on the rest,
+                    # which fires the same click on it without those waits (0.13 s a page).
+                    found += _switch_scheme(page, scheme, pointer=built is site.pages[0])
                 try:  # an <object> loads once it is shown: the dark drawings only now
                     page.wait_for_function(CHARTS_LOADED, timeout=TIMEOUT_MS)
                 except PlaywrightTimeout:
@@ -570,6 +622,7 @@ def test_every_page(browser, site, width):
     if not os.environ.get("FIELDGUIDE_BROWSER_PAGES"):  # the whole site has charts
         assert all(charts_seen.values()), \
             f"charts found per scheme: {charts_seen}: the test would check nothing"
+        assert prompts_seen, "no prompt found on any page: the test would open none"
 
 
 @pytest.mark.browser
@@ -586,19 +639,46 @@ def test_a_reader_who_prefers_dark_gets_the_dark_scheme(browser, site):
     assert not off_site, off_site
 
 
-def _switch_scheme(page, scheme: str) -> list[str]:
-    """Click Material's palette toggle until the page shows `scheme`; what went wrong, if any."""
+def _open_prompts(page) -> list[str]:
+    """Open the first prompt from the keyboard, then every prompt; what went wrong, if any."""
+    if not page.evaluate(FOCUS_FIRST_PROMPT):
+        return ["a prompt's question (its <summary>) takes no focus"]
+    page.keyboard.press("Enter")
+    if not page.evaluate(OPEN_PROMPTS):
+        return ["Enter on a prompt's focused question did not open it"]
+    return []
+
+
+PALETTE_TOGGLE = "form[data-md-component=palette] label:not([hidden])"
+# The toggle's click() from inside the page, then the page's scheme awaited frame by frame.
+CLICK_TOGGLE = """async ([toggle, wanted, timeoutMs]) => {
+    document.querySelector(toggle).click();
+    const until = performance.now() + timeoutMs;
+    while (document.body.dataset.mdColorScheme !== wanted) {
+        if (performance.now() > until) return `still ${document.body.dataset.mdColorScheme}`;
+        await new Promise(resolve => requestAnimationFrame(resolve));
+    }
+    return null;
+}"""
+
+
+def _switch_scheme(page, scheme: str, pointer: bool = True) -> list[str]:
+    """Click Material's palette toggle until the page shows `scheme`: with Playwright's pointer
+    (`pointer`), or with the toggle's click() in the page; what went wrong, if any. The page's
+    context has transitions off (test_every_page), so the colours are final once it shows."""
     wanted = MATERIAL_SCHEMES[scheme]
     from playwright.sync_api import Error as PlaywrightError
 
-    page.add_style_tag(content=NO_TRANSITIONS)
+    failed = f"the palette toggle did not switch the page to {scheme} ({wanted})"
     try:
-        page.locator("form[data-md-component=palette] label:not([hidden])").click()
+        if not pointer:
+            still = page.evaluate(CLICK_TOGGLE, [PALETTE_TOGGLE, wanted, TIMEOUT_MS])
+            return [f"{failed}: {still}"] if still else []
+        page.locator(PALETTE_TOGGLE).click()
         page.wait_for_function(f"() => document.body.dataset.mdColorScheme === '{wanted}'",
                                timeout=TIMEOUT_MS)
-    except PlaywrightError as exc:   # a timeout is one
-        return [f"the palette toggle did not switch the page to {scheme} ({wanted}): "
-                f"{str(exc).splitlines()[0]}"]
+    except PlaywrightError as exc:   # a timeout is one; so is a toggle not found
+        return [f"{failed}: {str(exc).splitlines()[0]}"]
     return []
 
 
