@@ -133,8 +133,9 @@ GPU_THREADS = $(eval GPU_THREADS := $(if $(GPU_WORKERS),$(shell $(GPU_PYTHON) -c
   'import os; print(max(1, len(os.sched_getaffinity(0)) // $(GPU_WORKERS)))')))$(GPU_THREADS)
 endif
 PARALLEL_ENV := $(if $(GPU_THREADS),OMP_NUM_THREADS=$(GPU_THREADS) TORCHINDUCTOR_COMPILE_THREADS=1)
-# GPU_OUTCOMES=path: each test's outcome and seconds, a line as it ends (a run cut off by a time
-# limit still says what ran and what failed).
+# GPU_OUTCOMES=path: a JSON line as each test starts, and one as it ends with its outcome, seconds
+# and a failure's text (a run cut off by a time limit still says what ran, what failed and why,
+# and which tests started and never ended: those that hung).
 GPU_OUTCOMES ?=
 GPU_PYTEST := $(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider \
               $(if $(GPU_OUTCOMES),--outcomes-log=$(GPU_OUTCOMES))
