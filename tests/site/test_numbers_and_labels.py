@@ -165,7 +165,8 @@ def test_a_tag_is_shown_once_per_group_of_figures_measured_by_the_same_runs():
     from fieldguide.shortcodes import one_tag_per_group
 
     def tag(gpu, runs):
-        return f'<p class="timing-tag">{gpu} · {runs} runs · 2026-11-24 · <a href="#measured-on">how</a></p>\n'
+        return (f'<p class="timing-tag">{gpu} · {runs} runs · 2026-11-24 · '
+                '<a href="#measured-on">how</a></p>\n')
 
     page = ("T1" + tag("H100", 3) + tag("H200", 2) + "T2" + tag("H100", 3) + tag("H200", 2)
             + "T3" + tag("H100", 5))
