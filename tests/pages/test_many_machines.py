@@ -329,7 +329,7 @@ def test_when_a_nodes_processes_die_the_job_ends_promptly(slurm, workdir):
     waiting in an all-reduce for a partner that is gone. (A whole machine dying reports
     nothing; Slurm ends the job only after SlurmdTimeout, as NODE_FAIL: not tested here.)"""
     if len(slurm.nodes) < 2:
-        pytest.skip("needs two nodes: " + "\n".join(slurm.problems))
+        pytest.skip("one node only: " + "\n".join(slurm.problems))
     run = SlurmRun(slurm, workdir)
     job = run.submit("--epochs", "1000")
     run.wait_for_output(job, "epoch 1:")
