@@ -133,8 +133,9 @@ GPU_THREADS = $(eval GPU_THREADS := $(if $(GPU_WORKERS),$(shell $(GPU_PYTHON) -c
   'import os; print(max(1, len(os.sched_getaffinity(0)) // $(GPU_WORKERS)))')))$(GPU_THREADS)
 endif
 PARALLEL_ENV := $(if $(GPU_THREADS),OMP_NUM_THREADS=$(GPU_THREADS) TORCHINDUCTOR_COMPILE_THREADS=1)
-# GPU_OUTCOMES=path: each test's outcome and seconds, a line as it ends (a run cut off by a time
-# limit still says what ran and what failed).
+# GPU_OUTCOMES=path: a JSON line as each test starts, and one as it ends with its outcome, seconds
+# and a failure's text (a run cut off by a time limit still says what ran, what failed and why,
+# and which tests started and never ended: those that hung).
 GPU_OUTCOMES ?=
 GPU_PYTEST := $(GPU_PYTHON) -m pytest --require-gpus -p no:cacheprovider \
               $(if $(GPU_OUTCOMES),--outcomes-log=$(GPU_OUTCOMES))
@@ -197,14 +198,16 @@ lock: $(VENV)/.docs ## Re-pin requirements/*.txt from pyproject.toml
 	  --extra docs --extra test -o requirements/test.txt pyproject.toml
 	sed -i 's/^torch==\(.*\)+cpu$$/torch==\1/' requirements/test.txt  # the CPU build's local tag
 
-# The GPU machines are offline: the notebook tests' packages travel as wheels (.whl/ is ignored by
-# git). There: python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl and
-# PYTHONPATH=/tmp/site make test-gpu. Nothing is installed into the interpreter that measures.
+# The GPU machines are offline: the notebook tests' packages and py-spy (the many-machines page
+# dumps a hung rank's stack with it; its wheel is an x86-64 binary) travel as wheels (.whl/ is
+# ignored by git). There: python3 -m pip install -q --no-index --no-deps --target /tmp/site
+# .whl/*.whl and PYTHONPATH=/tmp/site make test-gpu (the tests look for py-spy in /tmp/site/bin
+# too). Nothing is installed into the interpreter that measures.
 GPU_WHEEL_PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 any,--platform $(p))
 
-gpu-wheels: ## Download the notebook tests' packages as wheels into .whl/ for an offline GPU machine (Python 3.12)
+gpu-wheels: ## Download the notebook tests' packages and py-spy as wheels into .whl/ for an offline GPU machine (Python 3.12)
 	python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
-	  $(GPU_WHEEL_PLATFORMS) -d .whl nbclient nbformat ipykernel
+	  $(GPU_WHEEL_PLATFORMS) -d .whl nbclient nbformat ipykernel py-spy
 
 # The contributor's loop, timed in a fresh clone of HEAD (benchmarks/loop/run.py): strict build
 # cold and warm, `make serve` (with its install) and a reload after a prose edit, `make check` of

@@ -14,6 +14,9 @@
   share of the queue starts with its share of them, then the tests that share a module
   fixture, then the rest (`long_tests_first`).
 - `--after FILE`: collect, then wait for FILE before running (test-gpu's serial half).
+- `--outcomes-log PATH`: a JSON line as each test starts and as each phase ends (its outcome,
+  seconds, and a failure's text), so a run killed by a time limit still says what failed, why,
+  and which tests started and never ended (those that hung).
 """
 
 from __future__ import annotations
@@ -88,8 +91,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--outcomes-log",
         metavar="PATH",
-        help="append one JSON line per test as it ends (outcome, seconds, failure text): "
-             "a run stopped by a time limit still tells what ran, how long, and what failed",
+        help="append a JSON line as each test starts and as it ends (outcome, seconds, the "
+             "failure's text): a run stopped by a time limit still tells what ran, how long, "
+             "what failed and why, and which tests started and never ended",
     )
 
 
@@ -172,6 +176,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _outcomes_log: Path | None = None
+FAILURE_CHARS = 3000  # the end of a failure's text: the assertion or the exception, and where
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -181,13 +186,25 @@ def pytest_configure(config: pytest.Config) -> None:
     _outcomes_log = Path(path) if path and not hasattr(config, "workerinput") else None
 
 
+def pytest_runtest_logstart(nodeid: str, location) -> None:
+    """A line as each test starts (under pytest-xdist the controller hears of it at once): in a
+    run killed by its time limit, a test that started and never ended is one that hung."""
+    _log_line({"test": nodeid, "when": "start", "started": round(time.time(), 1)})
+
+
 def _log_outcome(report: pytest.TestReport) -> None:
-    if _outcomes_log is None or (report.when != "call" and report.passed and report.duration < 1):
+    if report.when != "call" and report.passed and report.duration < 1:
         return  # a passed setup or teardown is logged only when slow (module fixtures do work)
     line = {"test": report.nodeid, "when": report.when, "outcome": report.outcome,
             "seconds": round(report.duration, 3), "ended": round(report.stop, 1)}
-    if report.failed:
-        line["failure"] = report.longreprtext[-2000:]
+    if report.failed:  # a failed test, or an error in its setup or teardown
+        line["failure"] = report.longreprtext[-FAILURE_CHARS:]
+    _log_line(line)
+
+
+def _log_line(line: dict) -> None:
+    if _outcomes_log is None:
+        return
     with _outcomes_log.open("a", encoding="utf-8") as log:  # line by line: a kill loses none
         log.write(json.dumps(line) + "\n")
 

@@ -13,6 +13,10 @@ from fieldguide import pages as pages_module
 from fieldguide.pages import pages  # noqa: F401 (the tests import it from here)
 
 DOCS = ROOT / "docs"
+# Nav sections a reader may start from, whatever they read before: none needs an earlier page,
+# and the first chapter after them needs none either.
+# (Here, not in tests/site/test_reader_kit.py, which needs the docs toolchain to import.)
+ENTRY_POINTS = {"Start here"}
 
 # The site teaches current APIs: a deprecated call in a snippet fails its run. The one
 # exception is TorchScript warning about itself when torch.compile's backend imports it

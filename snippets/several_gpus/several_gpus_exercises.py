@@ -7,6 +7,7 @@ Run it anywhere: python -m snippets.several_gpus.several_gpus_exercises
 GPUS_NEEDED = 0  # two gloo processes on the CPU, on any machine
 
 # --8<-- [start:setup]
+import queue
 import socket
 import sys
 import warnings
@@ -48,7 +49,7 @@ def launch(work, world_size=WORLD_SIZE):
     what each rank returned, in rank order (plain Python values: a tensor's
     storage would be shared with a process that has exited)."""
     method = start_method()
-    results = mp.get_context(method).SimpleQueue()
+    results = mp.get_context(method).Queue()
     with warnings.catch_warnings():  # Python 3.12+ warns about fork() with threads;
         warnings.filterwarnings(  # the children here only run `work`
             "ignore", "This process .* is multi-threaded", DeprecationWarning)
@@ -57,7 +58,13 @@ def launch(work, world_size=WORLD_SIZE):
             args=(world_size, free_port(), work, results))
     # Read before joining: a child that puts a large result (over the pipe's
     # buffer, about 64 KiB) waits until it is read, and would never exit.
-    found = dict(results.get() for _ in range(world_size))
+    found = {}
+    while len(found) < world_size:
+        try:
+            rank, result = results.get(timeout=1)
+            found[rank] = result
+        except queue.Empty:  # nothing yet: has a child died before its put?
+            processes.join(timeout=0)  # then this raises its error
     while not processes.join():  # re-raises a child's exception
         pass
     return [found[rank] for rank in range(world_size)]

@@ -91,6 +91,9 @@ def hogwild(workers=2, steps=200, method=None):
 
 
 # --8<-- [start:cuda_tensors]
+from queue import Empty
+
+
 def consume(queue, sums):
     """Runs in the child: receives CUDA tensors that live in the parent's memory."""
     while (tensor := queue.get()) is not None:
@@ -109,7 +112,13 @@ def send_cuda_tensors(count, method="spawn"):
         tensor = torch.full((1024,), float(i), device="cuda")
         sent.append(tensor)
         queue.put(tensor)  # sends a handle to the memory, not the data
-    results = [sums.get() for _ in range(count)]
+    results = []
+    while len(results) < count:
+        try:
+            results.append(sums.get(timeout=1))
+        except Empty:  # nothing yet: a dead child would never answer
+            if (code := child.exitcode) is not None:
+                raise RuntimeError(f"the child died: exit code {code}") from None
     queue.put(None)
     child.join()
     return results  # only now may `sent` go
@@ -131,7 +140,9 @@ def cuda_in_forked_child():
     torch.zeros(1, device="cuda")  # the parent's CUDA is now initialized
     ctx = mp.get_context("fork")
     errors = ctx.SimpleQueue()
-    run_in_children(try_cuda, [(errors,)], "fork")
+    (exitcode,) = run_in_children(try_cuda, [(errors,)], "fork")
+    if errors.empty():  # it died before it could tell: get() would wait forever
+        return f"the child exited with code {exitcode} and said nothing"
     return errors.get()
 # --8<-- [end:fork_and_cuda]
 

@@ -152,10 +152,17 @@ def tree(pid: int) -> list:
         return []
 
 
+def py_spy() -> str | None:
+    """py-spy beside this Python, on PATH, or in DIR/bin for a DIR of PYTHONPATH: where
+    `pip install --target DIR` puts it (a GPU machine's carried wheels, Makefile gpu-wheels)."""
+    carried = [str(Path(p) / "bin") for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return shutil.which("py-spy", path=os.pathsep.join(
+        [str(Path(sys.executable).parent), os.environ.get("PATH", ""), *carried]))
+
+
 def hung_stacks(processes) -> str:
     """Each Python process among them, as py-spy sees it (when py-spy is there)."""
-    spy = shutil.which("py-spy", path=os.pathsep.join([str(Path(sys.executable).parent),
-                                                         os.environ.get("PATH", "")]))
+    spy = py_spy()
     if not spy:
         return "(py-spy is not installed)"
     dumps = []
@@ -322,7 +329,7 @@ def test_when_a_nodes_processes_die_the_job_ends_promptly(slurm, workdir):
     waiting in an all-reduce for a partner that is gone. (A whole machine dying reports
     nothing; Slurm ends the job only after SlurmdTimeout, as NODE_FAIL: not tested here.)"""
     if len(slurm.nodes) < 2:
-        pytest.skip("needs two nodes: " + "\n".join(slurm.problems))
+        pytest.skip("one node only: " + "\n".join(slurm.problems))
     run = SlurmRun(slurm, workdir)
     job = run.submit("--epochs", "1000")
     run.wait_for_output(job, "epoch 1:")
@@ -423,9 +430,8 @@ def test_record_puts_the_failed_workers_traceback_in_torchruns_report(decorated,
 def test_py_spy_dump_finds_the_hung_rank(tmp_path):
     """A job that hangs for real (rank 1 stuck, rank 0 waiting in an all-reduce with a timeout
     of 10 minutes); py-spy dumps every worker's Python stack; the test finds the hung rank."""
-    py_spy = shutil.which("py-spy", path=os.pathsep.join([str(Path(sys.executable).parent),
-                                                          os.environ.get("PATH", "")]))
-    assert py_spy, "py-spy is in requirements/test.txt: pip install py-spy"
+    spy = py_spy()
+    assert spy, "py-spy is in requirements/test.txt: pip install py-spy (make gpu-wheels for a GPU machine)"
     job = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
          "-m", "snippets.several_gpus.debugging_distributed", "hang", "600"],
@@ -446,7 +452,7 @@ def test_py_spy_dump_finds_the_hung_rank(tmp_path):
             pids = {int(rank): int(pid)
                     for rank, pid in re.findall(r"rank (\d) ready \(pid (\d+)\)", said)}
         time.sleep(2)  # both in place: rank 1 in its loop, rank 0 in the all-reduce
-        dumps = {rank: subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True,
+        dumps = {rank: subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True,
                                       text=True, timeout=60).stdout
                  for rank, pid in pids.items()}
     finally:

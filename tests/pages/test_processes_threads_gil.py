@@ -14,7 +14,7 @@ from snippets.foundations import processes_threads_gil as snippet
 pytestmark = pytest.mark.snippet("snippets/foundations/processes_threads_gil.py")
 
 SPAWN = multiprocessing.get_context("spawn")  # the strictest start method: what macOS and Windows use
-needs_two_cpus = pytest.mark.skipif(snippet.usable_cpus() < 2, reason="needs 2 usable CPUs")
+needs_two_cpus = pytest.mark.skipif(snippet.usable_cpus() < 2, reason="fewer than 2 usable CPUs")
 
 
 def busy():

@@ -1,7 +1,10 @@
 """Claims of docs/several-gpus/several-gpus-exercises.md, in two gloo processes on the CPU."""
 
+import os
+
 import pytest
 import torch
+import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, DistributedSampler
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/several_gpus_exercises.py")
@@ -59,6 +62,53 @@ def test_launch_returns_a_result_larger_than_a_pipes_buffer(snippet):
     runner.join(timeout=60)
     assert not runner.is_alive(), "launch hangs on a result larger than a pipe's buffer"
     assert returned == [[[float(i) for i in range(200_000)]]]
+
+
+def fails_on_rank_1(rank, world_size):
+    if rank == 1:
+        raise ValueError("rank 1 cannot go on")
+    return rank
+
+
+def dies_on_rank_1(rank, world_size):
+    if rank == 1:
+        os._exit(3)  # as a crash ends a process: no exception, no result
+    return rank
+
+
+def launched(snippet, work, timeout=120):
+    """What launch(work) raised, or its result; fails if it is still waiting after timeout."""
+    import threading
+
+    ended = []
+
+    def run():
+        try:
+            ended.append(snippet.launch(work))
+        except Exception as exc:  # the error launch raised in the parent
+            ended.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(timeout=timeout)
+    assert not runner.is_alive(), "launch waits forever for a result a dead process never put"
+    return ended[0]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_process_that_raises_makes_launch_raise_its_error(snippet, monkeypatch, method):
+    """Not a wait for a result that never comes: the child's traceback, in the parent.
+    Both start methods: spawn from a script, fork in a notebook (and in pytest-xdist's workers)."""
+    monkeypatch.setattr(snippet, "start_method", lambda: method)
+    error = launched(snippet, fails_on_rank_1)
+    assert isinstance(error, mp.ProcessRaisedException), error
+    assert "ValueError: rank 1 cannot go on" in str(error)
+
+
+def test_a_process_that_dies_makes_launch_raise(snippet):
+    error = launched(snippet, dies_on_rank_1)
+    assert isinstance(error, mp.ProcessExitedException), error
+    assert error.exit_code == 3
 
 
 def test_a_dataset_that_does_not_divide_is_padded_with_repeats_or_cut(snippet):

@@ -1,6 +1,9 @@
 """Claims of docs/several-gpus/sharing-tensors-between-processes.md: CPU tensors everywhere (spawn
 and fork), CUDA tensors on a GPU."""
 
+import os
+import threading
+
 import pytest
 import torch
 
@@ -69,3 +72,37 @@ def test_a_spawned_child_writes_into_the_parents_gpu_memory():
 @pytest.mark.gpus(1)
 def test_a_forked_child_cannot_use_cuda():
     assert snippet.cuda_in_forked_child() == "Cannot re-initialize CUDA in forked subprocess"
+
+
+def dies(*queues):
+    os._exit(3)  # as a crash ends a process: no exception, nothing sent
+
+
+def within(seconds, call):
+    """call()'s result or the error it raised; fails if it is still waiting after `seconds`."""
+    ended = []
+
+    def run():
+        try:
+            ended.append(call())
+        except Exception as exc:
+            ended.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(timeout=seconds)
+    assert not runner.is_alive(), "waits forever for a child that died"
+    return ended[0]
+
+
+@pytest.mark.gpus(1)
+def test_a_child_that_dies_makes_the_sender_raise_instead_of_waiting(monkeypatch):
+    monkeypatch.setattr(snippet, "consume", dies)  # spawn: the child imports it from here
+    error = within(120, lambda: snippet.send_cuda_tensors(3))
+    assert isinstance(error, RuntimeError) and "exit code 3" in str(error), error
+
+
+@pytest.mark.gpus(1)
+def test_a_forked_child_that_dies_silently_is_reported_not_waited_for(monkeypatch):
+    monkeypatch.setattr(snippet, "try_cuda", dies)
+    assert within(120, snippet.cuda_in_forked_child) == "the child exited with code 3 and said nothing"

@@ -5,6 +5,10 @@ saying what the reader will be able to do after it, with its reading time counte
 import re
 from pathlib import PurePosixPath
 
+import pytest
+
+pytest.importorskip("markdown")  # reading times are a Markdown extension
+
 from fieldguide import ROOT, reading_time
 from tests.site.test_reader_kit import LINK, NAV, NOT_CHAPTERS, NUMBER, built
 

@@ -5,8 +5,11 @@ list are checked in tests/site/test_reader_kit.py."""
 
 import re
 
-import markdown
 import pytest
+
+pytest.importorskip("markdown")  # the glossary is a Markdown extension
+
+import markdown
 
 from fieldguide import ROOT, glossary
 from tests.site.test_reader_kit import ABBREVIATIONS, ORDER, TERMS, built, text

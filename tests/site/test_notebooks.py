@@ -21,9 +21,8 @@ import pytest
 
 from fieldguide import ROOT, notebooks
 from fieldguide.pages import includes, pages
-from tests.site.test_reader_kit import ENTRY_POINTS
 from fieldguide.shortcodes import KINDS
-from tests.helpers import STRICT_WARNINGS, rel, run_python
+from tests.helpers import ENTRY_POINTS, STRICT_WARNINGS, rel, run_python
 
 REPO = notebooks.Repo.from_mkdocs_yml(ROOT)
 DOCS = ROOT / "docs"
@@ -111,10 +110,10 @@ def test_every_chapter_has_an_exercise_page_with_a_notebook():
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:", 1)[1]
     chapters = re.findall(r"^  - (?P<chapter>[^:\n]+):\n(?P<pages>(?:      - .*\n)+)", nav, re.M)
     reference = {"Home", "Case studies", "Reference", "Contributing"} | ENTRY_POINTS
-    taught = [(name, pages) for name, pages in chapters if name not in reference]
+    taught = [(name, entries) for name, entries in chapters if name not in reference]
     assert len(taught) >= 7, "the nav's chapters were not found"
-    for name, pages in taught:
-        listed = re.findall(r"- (\S+\.md)", pages)
+    for name, entries in taught:
+        listed = re.findall(r"- (\S+\.md)", entries)
         exercises = [p for p in listed if notebooks.is_workbook(p)]
         assert exercises == listed[-1:], f"{name}: its exercise page is the last in its chapter"
         assert DOCS / exercises[0] in WORKBOOKS, f"{exercises[0]} shows no code"

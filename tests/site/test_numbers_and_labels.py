@@ -139,7 +139,7 @@ def test_the_page_scan_passes_numbers_by_the_rule():
 
 
 def test_terms_carry_tooltips_in_prose_but_not_in_tables_or_headings():
-    import markdown
+    markdown = pytest.importorskip("markdown")
 
     md = markdown.Markdown(extensions=["abbr", "tables", "fieldguide.glossary"])
     out = md.convert("Copies at 5 GB/s.\n\n| Rate |\n|--|\n| 5 GB/s |\n\n## GB/s\n\n"
@@ -149,6 +149,7 @@ def test_terms_carry_tooltips_in_prose_but_not_in_tables_or_headings():
 
 
 def test_the_glossary_links_a_term_to_the_page_that_teaches_it():
+    pytest.importorskip("markdown")  # fieldguide.glossary is a Markdown extension
     from fieldguide import ROOT, glossary
 
     listed = "\n".join(glossary.definition_list({"GIL": "Global interpreter lock"}, ROOT / "docs"))
@@ -164,7 +165,8 @@ def test_a_tag_is_shown_once_per_group_of_figures_measured_by_the_same_runs():
     from fieldguide.shortcodes import one_tag_per_group
 
     def tag(gpu, runs):
-        return f'<p class="timing-tag">{gpu} · {runs} runs · 2026-11-24 · <a href="#measured-on">how</a></p>\n'
+        return (f'<p class="timing-tag">{gpu} · {runs} runs · 2026-11-24 · '
+                '<a href="#measured-on">how</a></p>\n')
 
     page = ("T1" + tag("H100", 3) + tag("H200", 2) + "T2" + tag("H100", 3) + tag("H200", 2)
             + "T3" + tag("H100", 5))

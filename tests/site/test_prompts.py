@@ -14,6 +14,8 @@ import re
 
 import pytest
 
+pytest.importorskip("markdown")  # fieldguide.glossary (which pages teach) is a Markdown extension
+
 from fieldguide import glossary, prompts
 from fieldguide.shortcodes import SHORTCODE
 from tests.site.test_reader_kit import NAV, NUMBER, text, url_of

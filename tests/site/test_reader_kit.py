@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytest.importorskip("markdown")  # the glossary is a Markdown extension
+
 from fieldguide import ROOT, glossary
 from fieldguide.pages import is_draft
+from tests.helpers import ENTRY_POINTS
 
 DOCS = ROOT / "docs"
 ABBREVIATIONS = ROOT / "includes" / "abbreviations.md"
 NOT_CHAPTERS = {"Home", "Reference", "Contributing"}   # nav sections whose pages teach nothing
-# Nav sections a reader may start from, whatever they read before: none needs an earlier page,
-# and the first chapter after them needs none either.
-ENTRY_POINTS = {"Start here"}
 BOX_TITLE = '!!! abstract "What you will learn"'
 SUMMARY = re.compile(r"^## (Summary|What to take from this)\s*$", re.M)
 LINK = re.compile(r"\[[^\]]+\]\((?P<target>[^)\s]+)\)")
@@ -336,6 +336,8 @@ def test_a_copy_without_git_history_still_builds_with_dates(tmp_path, monkeypatc
     A one-page site with the real date plugin options and theme, built in this process outside
     any git repository (the real site's build in a copy without .git took a third full build per
     run, for what this one page shows)."""
+    for needed in ("mkdocs", "material", DATE_PLUGIN):  # MkDocs, the theme, the date plugin
+        pytest.importorskip(needed)
     from mkdocs.commands.build import build as mkdocs_build
     from mkdocs.config import load_config
 

@@ -88,7 +88,8 @@ def project(tmp_path):
     def write_config(render="fieldguide.render"):
         text = MKDOCS.format(render=render)
         if render is None:  # the site without the rendering extension
-            text = text.replace("  - None:\n      timings: fake-gpu-9000\n      beside: [fake-gpu-7000]\n", "")
+            text = text.replace(
+                "  - None:\n      timings: fake-gpu-9000\n      beside: [fake-gpu-7000]\n", "")
         (tmp_path / "mkdocs.yml").write_text(text)
 
     write_config()
@@ -301,7 +302,8 @@ def test_a_broken_part_of_the_extension_fails_the_build(project, fault):
     project.write_config(render="broken_render")
     result = build(project, PAGE)
     assert result.returncode != 0
-    assert {"renderer": "unknown shortcode kind 'table'", "figures": "was not written"}[fault] in result.stderr
+    expected = {"renderer": "unknown shortcode kind 'table'", "figures": "was not written"}[fault]
+    assert expected in result.stderr
 
 
 def test_a_bound_comes_from_the_pages_claims(project):

@@ -50,6 +50,7 @@ def test_page_urls_are_mkdocs_directory_urls(src, url):
 
 
 def test_what_it_draws_is_what_the_build_then_finds(tmp_path, monkeypatch):
+    pytest.importorskip("pymdownx.details")  # the build converts tab contents with the site's Markdown
     monkeypatch.setattr(figure_cache, "CACHE", tmp_path / "figures")  # absolute: root / it = it
     gpu, beside = settings()
     markdown = (ROOT / "docs" / PAGE).read_text(encoding="utf-8")

@@ -3,8 +3,11 @@ the newest measurement of each step, with its target, load and date; nothing typ
 
 import json
 
-import markdown
 import pytest
+
+pytest.importorskip("markdown")  # the table is a Markdown extension
+
+import markdown
 
 from fieldguide import ROOT, loop_results
 

@@ -6,7 +6,6 @@ check modes agree; and `mkdocs build --strict` serves the notebook, links it, an
 is stale, missing or has no page.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -257,12 +256,9 @@ def test_a_cell_shows_the_outputs_recorded_for_its_code_as_it_is_now(project):
     assert [] in after and after != [c["outputs"] for c in shown["cells"] if c["cell_type"] == "code"]
 
 
-site_build = pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
-                                reason="the site build is not installed here (the docs extra)")
-
-
 def build(project):
     """The site, its page without its numbers (this project has no timing runs)."""
+    pytest.importorskip("mkdocs", reason="the site build is not installed here (the docs extra)")
     page = project / "docs" / "demo" / "circles.md"
     page.write_text("".join(line for line in page.read_text().splitlines(keepends=True)
                             if "timing-" not in line))
@@ -271,7 +267,6 @@ def build(project):
                           env=env, capture_output=True, text=True, timeout=120)
 
 
-@site_build
 def test_the_site_serves_and_links_the_notebook(project):
     result = build(project)
     assert result.returncode != 0 and "circles.ipynb is missing" in result.stderr
@@ -287,7 +282,6 @@ def test_the_site_serves_and_links_the_notebook(project):
     assert "Download notebook" not in (project / "site" / "index.html").read_text()
 
 
-@site_build
 @pytest.mark.parametrize("fault", ["stale", "missing", "orphan"])
 def test_the_strict_build_fails_on_a_notebook_out_of_step(project, fault):
     build(project)

@@ -6,6 +6,8 @@ import textwrap
 
 import pytest
 
+pytest.importorskip("markdown")  # the check is a Markdown extension
+
 from fieldguide import ROOT, placeholders, scaffold
 from fieldguide.pages import included_code, includes, is_draft, pages
 
@@ -60,6 +62,7 @@ def test_the_site_runs_the_check_after_the_includes():
     the code a page includes is checked too."""
     import markdown
 
+    pytest.importorskip("pymdownx.snippets")
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     assert re.search(r"^  - fieldguide\.placeholders\b", config, re.M)
     md = markdown.Markdown(extensions=["pymdownx.snippets", "fieldguide.placeholders"])

@@ -3,8 +3,11 @@
 import math
 import textwrap
 
-import markdown
 import pytest
+
+pytest.importorskip("markdown")  # reading times are a Markdown extension
+
+import markdown
 
 from fieldguide import reading_time
 

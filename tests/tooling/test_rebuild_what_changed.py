@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+pytest.importorskip("markdown")  # the hook imports fieldguide.render, a Markdown extension
 
 
 @pytest.fixture
@@ -116,6 +117,7 @@ def test_a_full_rebuild_empties_the_rendering_caches(hook, site):
 
 def test_pages_a_dirty_build_skips_are_read_so_the_nav_has_their_titles(hook, tmp_path):
     """Against MkDocs itself: a dirty build of a two-page site after an edit of one page."""
+    pytest.importorskip("mkdocs")
     from mkdocs.commands.build import build as mkdocs_build
     from mkdocs.config import load_config
 
