@@ -22,16 +22,17 @@ from urllib.parse import urljoin, urlparse
 
 import pytest
 
-from fieldguide import ROOT, placeholders, scaffold
-from fieldguide.timing_run import PYTEST_ARGS
-from tests.helpers import STRICT_WARNINGS
+pytest.importorskip("mkdocs")  # before fieldguide.placeholders, which needs Markdown
+
+from fieldguide import ROOT, placeholders, scaffold  # noqa: E402
+from fieldguide.timing_run import PYTEST_ARGS  # noqa: E402
+from tests.helpers import STRICT_WARNINGS  # noqa: E402
 
 CHAPTER, TOPIC = "memory_tricks", "tiny-kernels"   # a new chapter; kebab-case topic on purpose
 DRAFT_TOPIC = "tiny-sums"                           # a draft in it, quoting a number not measured
 NAMES = scaffold.Names.parse(CHAPTER, TOPIC)
 DRAFT = scaffold.Names.parse(CHAPTER, DRAFT_TOPIC)
 
-pytest.importorskip("mkdocs")
 
 
 def run(args, cwd, timeout=600, **kwargs):
@@ -54,7 +55,7 @@ def repo(tmp_path_factory):
     """The copy, right after `make new-page` for both pages: (path, what it printed for each,
     the text of every file as the scaffold left it)."""
     if not shutil.which("make") or not shutil.which("git"):
-        pytest.skip("needs make and git")
+        pytest.skip("make or git is not installed")
     listed = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], ROOT)
     if listed.returncode != 0:
         pytest.skip("not a git checkout")
