@@ -146,6 +146,13 @@ def gradients_of_one_process(world_size=WORLD_SIZE):
     targets = torch.cat([y for _, y in batches])
     F.mse_loss(model(inputs), targets).backward()
     return flat_gradients(model)
+
+
+def reference_gradients(rank, world_size):
+    """gradients_of_one_process() in a process of its own (launch it with
+    world_size=1): on a machine with a GPU, a backward pass here would start
+    autograd's GPU threads, and a child forked after that cannot run one."""
+    return gradients_of_one_process()
 # --8<-- [end:average_task]
 
 
@@ -162,7 +169,7 @@ def gradients_averaged(rank, world_size):
 
 
 if __name__ == "__main__":
-    reference = torch.tensor(gradients_of_one_process())
+    reference = torch.tensor(launch(reference_gradients, world_size=1)[0])
     for name, work in (("summed", gradients_after_sync),
                        ("averaged", gradients_averaged)):
         grads = torch.tensor(launch(work)[0])

@@ -10,6 +10,16 @@ from torch.utils.data import DataLoader, DistributedSampler
 pytestmark = pytest.mark.snippet("snippets/several_gpus/several_gpus_exercises.py")
 
 
+@pytest.fixture(autouse=True)
+def spawn_where_fork_cannot_run_autograd(snippet, monkeypatch):
+    """Under pytest-xdist launch() forks (a worker's __main__ has no file). On a machine with a
+    GPU, earlier tests in this worker ran backward passes, which start autograd's GPU threads,
+    and a child forked after that cannot run one: there the children are spawned (the snippet's
+    functions are importable). Without a GPU forking works, and is what a notebook does."""
+    if torch.cuda.is_available():
+        monkeypatch.setattr(snippet, "start_method", lambda: "spawn")
+
+
 def test_without_a_sampler_every_process_sees_the_whole_dataset(snippet):
     first, second = snippet.launch(snippet.samples_seen)
     everything = list(range(len(snippet.DATASET)))
@@ -35,13 +45,13 @@ def test_without_set_epoch_every_epoch_repeats_the_first_order(snippet):
 
 
 def test_summed_gradients_are_world_size_times_too_large(snippet):
-    reference = torch.tensor(snippet.gradients_of_one_process())
+    reference = torch.tensor(snippet.launch(snippet.reference_gradients, world_size=1)[0])
     for grads in snippet.launch(snippet.gradients_after_sync):
         torch.testing.assert_close(torch.tensor(grads), snippet.WORLD_SIZE * reference)
 
 
 def test_averaged_gradients_are_the_one_process_gradients_on_every_rank(snippet):
-    reference = torch.tensor(snippet.gradients_of_one_process())
+    reference = torch.tensor(snippet.launch(snippet.reference_gradients, world_size=1)[0])
     first, second = snippet.launch(snippet.gradients_averaged)
     assert first == second, "every rank holds the same gradients, so the replicas stay equal"
     torch.testing.assert_close(torch.tensor(first), reference)

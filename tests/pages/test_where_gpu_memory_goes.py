@@ -21,9 +21,14 @@ def test_the_old_names_warn_and_name_their_replacement(old, new):
 
 @pytest.fixture
 def clean():
-    """Nothing cached from earlier tests, so reserved memory moves only with this test."""
+    """Nothing cached from earlier tests, so reserved memory moves only with this test: their
+    reference cycles collected first (tensors in a cycle freed by a later collection would add
+    to the cache mid-test)."""
+    import gc
+
     import torch
 
+    gc.collect()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     return module
@@ -143,7 +148,7 @@ def test_nvidia_smi_lists_this_process_or_says_none(clean):
 
 @on_gpu
 @pytest.mark.whole_gpu
-def test_fits_counts_free_and_cached_memory_and_keeps_a_share_spare(clean):
+def test_fits_counts_free_and_cached_memory_and_keeps_a_share_spare(clean, monkeypatch):
     import torch
 
     total = torch.cuda.get_device_properties(clean.device).total_memory
@@ -151,6 +156,10 @@ def test_fits_counts_free_and_cached_memory_and_keeps_a_share_spare(clean):
     cached = torch.empty(1024 * MiB, dtype=torch.uint8, device=clean.device)
     del cached  # 1 GiB in the cache now: the driver no longer counts it free, fits() does
     free, _ = torch.cuda.mem_get_info(clean.device)
+    # The driver's free memory held still from here: another process giving memory back
+    # between this reading and fits()'s own moved the line by more than the 512 MiB margin
+    # (an H100 run, 2026-11-26); what is checked is how fits() adds the cache in.
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, total))
     nbytes = int(free - 0.25 * total + 512 * MiB)  # more than the driver alone has room for
     assert clean.fits(nbytes) and not clean.fits(nbytes + 1024 * MiB)
 
