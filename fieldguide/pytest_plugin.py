@@ -14,9 +14,10 @@
   share of the queue starts with its share of them, then the tests that share a module
   fixture, then the rest (`long_tests_first`).
 - `--after FILE`: collect, then wait for FILE before running (test-gpu's serial half).
-- `--outcomes-log PATH`: a JSON line as each test starts and as each phase ends (its outcome,
-  seconds, and a failure's text), so a run killed by a time limit still says what failed, why,
-  and which tests started and never ended (those that hung).
+- `--outcomes-log PATH`: a JSON line as each test starts and as its call ends, and for a setup
+  or teardown that did not pass or took a second or more (outcome, seconds, a failure's text),
+  so a run killed by a time limit still says what failed, why, and which tests started and
+  never ended (those that hung).
 """
 
 from __future__ import annotations

@@ -188,8 +188,9 @@ def what_a_step_sends(block, x):
     """Collectives of one forward pass, one backward pass and one optimizer step,
     counted by DTensor."""
     x = x.detach().requires_grad_()  # as in a model: the previous block's output
-    # foreach=False: the norms stay plain tensors beside the DTensors, and the
-    # multi-tensor kernels a GPU gets by default refuse such a mix
+    # foreach=False: with tensor_parallel() the norms stay plain tensors beside
+    # DTensors; on a GPU the optimizer defaults to one foreach op over all of
+    # them, and DTensor refuses one that mixes the two
     optimizer = torch.optim.SGD(block.parameters(), lr=1e-3, foreach=False)
     with CommDebugMode() as forward:
         out = block(x)

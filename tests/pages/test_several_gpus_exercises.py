@@ -16,7 +16,7 @@ def spawn_where_fork_cannot_run_autograd(snippet, monkeypatch):
     GPU, earlier tests in this worker ran backward passes, which start autograd's GPU threads,
     and a child forked after that cannot run one: there the children are spawned (the snippet's
     functions are importable). Without a GPU forking works, and is what a notebook does."""
-    if torch.cuda.is_available():
+    if torch.accelerator.is_available():  # any accelerator's devices start such threads
         monkeypatch.setattr(snippet, "start_method", lambda: "spawn")
 
 
@@ -108,7 +108,8 @@ def launched(snippet, work, timeout=120):
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_process_that_raises_makes_launch_raise_its_error(snippet, monkeypatch, method):
     """Not a wait for a result that never comes: the child's traceback, in the parent.
-    Both start methods: spawn from a script, fork in a notebook (and in pytest-xdist's workers)."""
+    Both start methods: spawn from a script, fork in a notebook (and in pytest-xdist's workers
+    on a machine without a GPU)."""
     monkeypatch.setattr(snippet, "start_method", lambda: method)
     error = launched(snippet, fails_on_rank_1)
     assert isinstance(error, mp.ProcessRaisedException), error

@@ -230,7 +230,9 @@ def test_browser_tests_count_as_long():
     assert [i.name for i in long_tests_first(items, 1)] == ["page_in_chromium", "t0", "t1"]
 
 
-# What the GPU machines lack: the site build's packages (requirements/docs.txt), the browser's.
+# What the GPU machines lack: MkDocs, Markdown and their plugins, and Playwright. Not all of
+# requirements/docs.txt: they have matplotlib and PyYAML (the H100's image, 2026-11-26), which
+# some test modules import at their top.
 DOCS_TOOLCHAIN = ("mkdocs", "material", "pymdownx", "markdown", "zensical", "playwright",
                   "mkdocs_jupyter", "mkdocstrings", "mkdocs_git_revision_date_localized_plugin")
 WITHOUT_THEM = f"""

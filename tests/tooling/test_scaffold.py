@@ -1,7 +1,8 @@
 """`make new-page` in a temporary copy of the repository, then the guide's path to a green check.
 
 The copy holds what a fresh clone holds (tracked files, plus files not yet committed but not
-ignored, so the test sees the working tree), as a git repository of its own. `make new-page`
+ignored, so the test sees the working tree), as a git repository of its own, and the tree's
+build caches (ignored, keyed by content). `make new-page`
 runs there twice: a page that will be published as it is, and a draft (`DRAFT=1`) that quotes a
 number no GPU has measured yet. Then the test does what docs/contributing.md ("Adding a page")
 says, without a GPU: run the snippet, replace every placeholder, `make notebooks`, `git add`,
@@ -24,15 +25,14 @@ import pytest
 
 pytest.importorskip("mkdocs")  # before fieldguide.placeholders, which needs Markdown
 
-from fieldguide import ROOT, placeholders, scaffold  # noqa: E402
-from fieldguide.timing_run import PYTEST_ARGS  # noqa: E402
-from tests.helpers import STRICT_WARNINGS  # noqa: E402
+from fieldguide import ROOT, placeholders, scaffold
+from fieldguide.timing_run import PYTEST_ARGS
+from tests.helpers import STRICT_WARNINGS
 
 CHAPTER, TOPIC = "memory_tricks", "tiny-kernels"   # a new chapter; kebab-case topic on purpose
 DRAFT_TOPIC = "tiny-sums"                           # a draft in it, quoting a number not measured
 NAMES = scaffold.Names.parse(CHAPTER, TOPIC)
 DRAFT = scaffold.Names.parse(CHAPTER, DRAFT_TOPIC)
-
 
 
 def run(args, cwd, timeout=600, **kwargs):
