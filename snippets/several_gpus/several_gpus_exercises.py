@@ -8,9 +8,10 @@ GPUS_NEEDED = 0  # two gloo processes on the CPU, on any machine
 
 # --8<-- [start:setup]
 import queue
-import socket
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -29,14 +30,8 @@ def start_method():
     return "spawn" if hasattr(sys.modules["__main__"], "__file__") else "fork"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _process(rank, world_size, port, work, results):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+def _process(rank, world_size, store, work, results):
+    dist.init_process_group("gloo", init_method=store,
                             rank=rank, world_size=world_size)
     try:
         results.put((rank, work(rank, world_size)))
@@ -50,23 +45,27 @@ def launch(work, world_size=WORLD_SIZE):
     storage would be shared with a process that has exited)."""
     method = start_method()
     results = mp.get_context(method).Queue()
-    with warnings.catch_warnings():  # Python 3.12+ warns about fork() with threads;
-        warnings.filterwarnings(  # the children here only run `work`
-            "ignore", "This process .* is multi-threaded", DeprecationWarning)
-        processes = mp.start_processes(
-            _process, nprocs=world_size, start_method=method, join=False,
-            args=(world_size, free_port(), work, results))
-    # Read before joining: a child that puts a large result (over the pipe's
-    # buffer, about 64 KiB) waits until it is read, and would never exit.
-    found = {}
-    while len(found) < world_size:
-        try:
-            rank, result = results.get(timeout=1)
-            found[rank] = result
-        except queue.Empty:  # nothing yet: has a child died before its put?
-            processes.join(timeout=0)  # then this raises its error
-    while not processes.join():  # re-raises a child's exception
-        pass
+    # The processes meet in a file, not on a port: a free port, picked here,
+    # can be taken by another program before the first process listens on it.
+    with tempfile.TemporaryDirectory() as folder:
+        store = (Path(folder) / "store").as_uri()
+        with warnings.catch_warnings():  # Python 3.12+ warns about fork() with
+            warnings.filterwarnings(  # threads; the children only run `work`
+                "ignore", "This process .* is multi-threaded", DeprecationWarning)
+            processes = mp.start_processes(
+                _process, nprocs=world_size, start_method=method, join=False,
+                args=(world_size, store, work, results))
+        # Read before joining: a child that puts a large result (over the pipe's
+        # buffer, about 64 KiB) waits until it is read, and would never exit.
+        found = {}
+        while len(found) < world_size:
+            try:
+                rank, result = results.get(timeout=1)
+                found[rank] = result
+            except queue.Empty:  # nothing yet: has a child died before its put?
+                processes.join(timeout=0)  # then this raises its error
+        while not processes.join():  # re-raises a child's exception
+            pass
     return [found[rank] for rank in range(world_size)]
 # --8<-- [end:setup]
 
