@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,21 @@ def run_on_ranks(worker, backend: str, n: int, out, timeout: float) -> list[dict
     seen = [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(n)]
     assert {s["backend"] for s in seen} == {backend}
     return seen
+
+
+def within(seconds: float, call):
+    """call()'s result or the error it raised, run in a thread; fails the test if it is still
+    waiting after `seconds` (a parent that waits forever for a child that died)."""
+    ended = []
+
+    def run():
+        try:
+            ended.append(call())
+        except Exception as exc:  # the error raised in the parent, returned to be checked
+            ended.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(timeout=seconds)
+    assert not runner.is_alive(), f"still waiting after {seconds} s for a child that died"
+    return ended[0]

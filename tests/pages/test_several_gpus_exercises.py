@@ -7,6 +7,8 @@ import torch
 import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, DistributedSampler
 
+from tests.helpers import within
+
 pytestmark = pytest.mark.snippet("snippets/several_gpus/several_gpus_exercises.py")
 
 
@@ -88,21 +90,7 @@ def dies_on_rank_1(rank, world_size):
 
 def launched(snippet, work, timeout=120):
     """What launch(work) raised, or its result; fails if it is still waiting after timeout."""
-    import threading
-
-    ended = []
-
-    def run():
-        try:
-            ended.append(snippet.launch(work))
-        except Exception as exc:  # the error launch raised in the parent
-            ended.append(exc)
-
-    runner = threading.Thread(target=run, daemon=True)
-    runner.start()
-    runner.join(timeout=timeout)
-    assert not runner.is_alive(), "launch waits forever for a result a dead process never put"
-    return ended[0]
+    return within(timeout, lambda: snippet.launch(work))
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])

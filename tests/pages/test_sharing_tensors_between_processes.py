@@ -2,13 +2,12 @@
 and fork), CUDA tensors on a GPU."""
 
 import os
-import threading
 
 import pytest
 import torch
 
 from snippets.several_gpus import sharing_tensors_between_processes as snippet
-from tests.helpers import run_python
+from tests.helpers import run_python, within
 
 pytestmark = pytest.mark.snippet("snippets/several_gpus/sharing_tensors_between_processes.py")
 
@@ -76,23 +75,6 @@ def test_a_forked_child_cannot_use_cuda():
 
 def dies(*queues):
     os._exit(3)  # as a crash ends a process: no exception, nothing sent
-
-
-def within(seconds, call):
-    """call()'s result or the error it raised; fails if it is still waiting after `seconds`."""
-    ended = []
-
-    def run():
-        try:
-            ended.append(call())
-        except Exception as exc:
-            ended.append(exc)
-
-    runner = threading.Thread(target=run, daemon=True)
-    runner.start()
-    runner.join(timeout=seconds)
-    assert not runner.is_alive(), "waits forever for a child that died"
-    return ended[0]
 
 
 @pytest.mark.gpus(1)
