@@ -95,11 +95,18 @@ lint: $(VENV)/.test ## Ruff over the code, snippets and tests
 # (2026-11-26: 762 s against 730 s; make test 871 s against 840 s): the work is CPU-bound.
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_ENV := FIELDGUIDE_BUILT_SITE=site FIELDGUIDE_REQUIRE_SLURM=1   # Slurm is installed: a cluster that cannot start fails
+# Each worker, and every kernel, child or compile it starts, gets cores / workers OpenMP threads,
+# as test-gpu's do: torch otherwise starts one per core in every process, and on two busy cores
+# its threads spin waiting for each other. Each run alone on the idle 2-core machine, the
+# notebooks' tests on two workers took 86 s and 148 CPU-seconds with a thread per core, 63 s and
+# 93 with one (mixed-precision-training: 22 s against 4; 2026-11-27).
+TEST_THREADS := $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) / $(TEST_WORKERS) > 0 ? $$(nproc 2>/dev/null || echo 2) / $(TEST_WORKERS) : 1 )))
+TEST_PARALLEL_ENV := OMP_NUM_THREADS=$(TEST_THREADS) TORCHINDUCTOR_COMPILE_THREADS=1
 test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (CPU + browser + Slurm), strict build
 	$(PY) -m ruff check .
 	env -u SITE_URL $(PY) -m mkdocs build --strict -d site
 	status=0; \
-	$(TEST_ENV) $(PY) -m pytest -m "not timed and not whole_gpu" -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
+	$(TEST_ENV) $(TEST_PARALLEL_ENV) $(PY) -m pytest -m "not timed and not whole_gpu" -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	$(TEST_ENV) $(PY) -m pytest -m "timed or whole_gpu" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	exit $$status
 
