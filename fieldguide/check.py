@@ -93,6 +93,12 @@ BESIDE_THE_BUILD = "not browser and not timed and not whole_gpu"
 ALONE = "(timed or whole_gpu) and not browser"
 
 
+# The build takes a core: the tests beside it, and what they start, get the others' OpenMP threads
+# (torch starts one per core, and on busy cores its threads spin waiting for each other; the
+# Makefile's TEST_THREADS says what that cost). An OMP_NUM_THREADS already set is kept.
+BESIDE_THE_BUILD_THREADS = {"OMP_NUM_THREADS": str(max(1, len(os.sched_getaffinity(0)) - 1))}
+
+
 def _pytest(args: list[str], env: dict[str, str], marks: str = BESIDE_THE_BUILD) -> int:
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
                            "-m", marks, *args], cwd=ROOT, env=env).returncode
@@ -127,7 +133,7 @@ def run(names: list[str], site: Path) -> int:
         try:
             since = time.perf_counter()
             page_tests = ["-k", keyword_expression(pages, WHOLE_TREE), *_existing(pages), *BEFORE_BUILD]
-            before = _pytest(page_tests, env)
+            before = _pytest(page_tests, {**BESIDE_THE_BUILD_THREADS, **env})
             step("the page's tests, snippets, notebook and labels", since)
             built = build.wait()
         finally:

@@ -360,17 +360,14 @@ DEBUG_MODULE = "snippets.several_gpus.debugging_distributed"
 
 
 def debug_run(mode: str, *args: str, env: dict | None = None, module: str = DEBUG_MODULE,
-              timeout: float = TIMEOUT) -> tuple[subprocess.CompletedProcess, float]:
-    """`torchrun --standalone --nproc-per-node 2 -m MODULE MODE ARGS` on CPU processes; the
-    result and how long it took."""
-    started = time.monotonic()
-    result = subprocess.run(
+              timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc-per-node 2 -m MODULE MODE ARGS` on CPU processes."""
+    return subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
          "-m", module, mode, *args],
         cwd=ROOT, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "",
              "OMP_NUM_THREADS": "1", **(env or {})})
-    return result, time.monotonic() - started
 
 
 def root_cause(stderr: str) -> str:
@@ -379,9 +376,12 @@ def root_cause(stderr: str) -> str:
     return stderr.split("Root Cause (first observed failure):", 1)[1].split("=====", 1)[0]
 
 
-@DEBUGGING  # not `timed`: its bound is ten times the timeout, which no load comes near
+@DEBUGGING
+@pytest.mark.timed  # bounds the job's wall time, measured live
 def test_a_collective_that_one_rank_skips_times_out(tmp_path):
-    result, took = debug_run("skip", "10")
+    started = time.monotonic()
+    result = debug_run("skip", "10")
+    took = time.monotonic() - started
     assert result.returncode != 0
     assert "Timed out waiting 10000ms" in result.stderr, result.stderr[-3000:]
     assert "rank      : 0" in root_cause(result.stderr)  # the rank left waiting
@@ -391,7 +391,7 @@ def test_a_collective_that_one_rank_skips_times_out(tmp_path):
 @DEBUGGING
 @pytest.mark.parametrize("debug", ["OFF", "DETAIL"])
 def test_detail_names_a_collective_mismatch(debug):
-    result, _ = debug_run("mismatch", env={"TORCH_DISTRIBUTED_DEBUG": debug})
+    result = debug_run("mismatch", env={"TORCH_DISTRIBUTED_DEBUG": debug})
     assert result.returncode != 0
     named = "Detected mismatch between collectives on ranks" in result.stderr
     assert named == (debug == "DETAIL"), result.stderr[-3000:]
@@ -413,7 +413,7 @@ def test_record_puts_the_failed_workers_traceback_in_torchruns_report(decorated,
         (tmp_path / "recordless.py").write_text(RECORDLESS)
         module = "recordless"
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(tmp_path)])
-    result, _ = debug_run("crash", module=module, env=env)
+    result = debug_run("crash", module=module, env=env)
     assert result.returncode != 0
     report = root_cause(result.stderr)
     assert "rank      : 1" in report  # the rank that raised, not the one torchrun stopped
