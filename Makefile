@@ -93,15 +93,22 @@ lint: $(VENV)/.test ## Ruff over the code, snippets and tests
 # a fixed path that a twin could race (the Zensical check is one test for that reason).
 # One per core: two per core made the parallel half slower on the idle 2-core machine
 # (2026-11-26: 762 s against 730 s; make test 871 s against 840 s): the work is CPU-bound.
-TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+# The cores this process may use: nproc without OMP_NUM_THREADS and OMP_THREAD_LIMIT, which
+# GNU nproc would otherwise return instead.
+CORES := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 2)
+TEST_WORKERS ?= $(CORES)
 TEST_ENV := FIELDGUIDE_BUILT_SITE=site FIELDGUIDE_REQUIRE_SLURM=1   # Slurm is installed: a cluster that cannot start fails
 # Each worker, and every kernel, child or compile it starts, gets cores / workers OpenMP threads,
 # as test-gpu's do: torch otherwise starts one per core in every process, and on two busy cores
 # its threads spin waiting for each other. Each run alone on the idle 2-core machine, the
 # notebooks' tests on two workers took 86 s and 148 CPU-seconds with a thread per core, 63 s and
-# 93 with one (mixed-precision-training: 22 s against 4; 2026-11-27).
-TEST_THREADS := $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) / $(TEST_WORKERS) > 0 ? $$(nproc 2>/dev/null || echo 2) / $(TEST_WORKERS) : 1 )))
-TEST_PARALLEL_ENV := OMP_NUM_THREADS=$(TEST_THREADS) TORCHINDUCTOR_COMPILE_THREADS=1
+# 93 with one (mixed-precision-training: 22 s against 4; 2026-11-27). Inductor compiles in the
+# test's own process instead of a pool of one process per core. An OMP_NUM_THREADS you set is
+# kept; a TEST_WORKERS that is no count (pytest-xdist's auto, logical) gets one thread.
+TEST_THREADS := $(shell w='$(TEST_WORKERS)'; case "$$w" in (''|*[!0-9]*|0) echo 1;; \
+  (*) echo $$(( $(CORES) / w > 0 ? $(CORES) / w : 1 ));; esac)
+TEST_PARALLEL_ENV := $(if $(filter environment command line,$(origin OMP_NUM_THREADS)),,OMP_NUM_THREADS=$(TEST_THREADS)) \
+                     TORCHINDUCTOR_COMPILE_THREADS=1
 test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (CPU + browser + Slurm), strict build
 	$(PY) -m ruff check .
 	env -u SITE_URL $(PY) -m mkdocs build --strict -d site
@@ -139,7 +146,8 @@ ifeq ($(origin GPU_THREADS),undefined)
 GPU_THREADS = $(eval GPU_THREADS := $(if $(GPU_WORKERS),$(shell $(GPU_PYTHON) -c \
   'import os; print(max(1, len(os.sched_getaffinity(0)) // $(GPU_WORKERS)))')))$(GPU_THREADS)
 endif
-PARALLEL_ENV := $(if $(GPU_THREADS),OMP_NUM_THREADS=$(GPU_THREADS) TORCHINDUCTOR_COMPILE_THREADS=1)
+# `=`, not `:=`: expanded only by test-gpu, so no other target starts python3 to count GPUs.
+PARALLEL_ENV = $(if $(GPU_THREADS),OMP_NUM_THREADS=$(GPU_THREADS) TORCHINDUCTOR_COMPILE_THREADS=1)
 # GPU_OUTCOMES=path: a JSON line as each test starts, and one as it ends with its outcome, seconds
 # and a failure's text (a run cut off by a time limit still says what ran, what failed and why,
 # and which tests started and never ended: those that hung).

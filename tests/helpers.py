@@ -179,13 +179,20 @@ def process_id(param):
     return f"{backend}-{n}"
 
 
+def torchrun_env(**extra: str) -> dict[str, str]:
+    """The environment for a torchrun the tests start: the project on the path, and no
+    OMP_NUM_THREADS, so that torchrun gives each process one thread as it does for a reader who
+    set none (make test sets it for its workers, whose children would otherwise inherit it)."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
 def run_on_ranks(worker, backend: str, n: int, out, timeout: float) -> list[dict]:
     """Run a test file as the worker of n ranks under torchrun (`python worker OUT_DIR`, each rank
     writing OUT_DIR/rank<N>.json) and return what each rank saw. gloo hides the GPUs, so the
     script takes the CPU path even on a GPU machine; the ranks must report the backend asked
     for (NCCL ran on GPUs, not on a fallback)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
-           **({"CUDA_VISIBLE_DEVICES": ""} if backend == "gloo" else {})}
+    env = torchrun_env(**({"CUDA_VISIBLE_DEVICES": ""} if backend == "gloo" else {}))
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
          str(n), Path(worker).resolve(), out],

@@ -5,7 +5,7 @@ copies code; each reader's journey reaches its answer.
 
 The site is built once per session (`built_site`, tests/conftest.py) and served over HTTP on
 127.0.0.1 (not file://, so the search worker and the clipboard behave as on the real site). Every
-request that leaves that server is aborted and recorded: the site promises to work offline. Pages
+request for anything but that server is recorded and fails: the site promises to work offline. Pages
 are discovered from the build, never listed here. Chromium is Debian's (`make browser`);
 Playwright drives it through `executable_path` and never downloads a browser of its own.
 """
@@ -41,11 +41,13 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    # Nothing leaves the machine: every host name but the test server's fails to resolve. (A
-    # route in the context would refuse them too, but a context with a route gets no HTTP
-    # cache: every page would fetch and compile Material's scripts, styles and axe-core again,
-    # 0.1 s and 0.1 CPU-seconds a page more; 2026-11-27.) _open_context records each attempt.
+    # Nothing leaves the machine: every host name fails to resolve but 127.0.0.1 (the test
+    # server's, on any port), and no proxy is used. (A route in the context would refuse them
+    # too, but a context with a route gets no HTTP cache: every page would fetch Material's
+    # scripts, styles and axe-core again, 0.1 s and 0.1 CPU-seconds a page more; 2026-11-27.)
+    # _open_context records each attempt.
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+    "--no-proxy-server",
 ]
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 SKIP_DIRS = {"assets", "search"}  # built-in assets and the search index, not pages
@@ -193,7 +195,7 @@ class Site:
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     """The built site, and axe-core at AXE_URL. Served, so that its 650 KB no longer go through
     Playwright's protocol for every page (injected as text: 0.16 s a page, 14 s per width), and
-    kept in the browser's HTTP cache, with its compiled code, from one page to the next."""
+    kept in the browser's HTTP cache from one page to the next."""
 
     def do_GET(self):
         if self.path != AXE_URL:
@@ -268,7 +270,8 @@ def browser(chromium_path):
         browser.close()
 
 
-IN_PAGE_SCHEMES = ("data:", "blob:", "about:")  # what a page makes itself: no request goes out
+# What a page makes itself: no request goes out (Playwright reports no data: URL at all).
+IN_PAGE_SCHEMES = ("blob:",)
 
 
 class OffSite(list):
@@ -656,14 +659,16 @@ def test_a_request_off_the_site_is_recorded_and_goes_nowhere(browser, site):
     """What keeps every other browser test honest about "no request off the site": a page's
     request to another host is recorded under the page's address, and never answered, even
     where that host is up (the test server under another name); the site's own requests, and
-    what a page makes itself (a data: URL), are not recorded."""
+    what a page makes itself (a blob: URL), are not recorded."""
     elsewhere = site.url.replace("127.0.0.1", "localhost") + "/index.html"
     context, off_site = _open_context(browser, site, VIEWPORTS["desktop"])
     try:
         page = context.new_page()
         page.goto(site.home.url, wait_until="load")
+        failures = []
+        page.on("requestfailed", lambda request: failures.append((request.url, request.failure)))
         outcome = page.evaluate("""async (url) => {
-            await fetch('data:text/plain,made-here');
+            await fetch(URL.createObjectURL(new Blob(['made here'])));
             try { await fetch(url, {mode: 'no-cors'}); }
             catch (error) { return 'failed: ' + error.name; }
             return 'answered';
@@ -671,6 +676,7 @@ def test_a_request_off_the_site_is_recorded_and_goes_nowhere(browser, site):
     finally:
         context.close()
     assert outcome == "failed: TypeError", outcome
+    assert (elsewhere, "net::ERR_NAME_NOT_RESOLVED") in failures, failures  # the resolver rule
     assert off_site == [f"{site.home.url} -> {elsewhere}"], off_site
 
 

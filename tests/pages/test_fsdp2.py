@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import torchrun_env
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 240
 
@@ -29,7 +31,7 @@ CLAIMS = {
 def torchrun(*args, cwd):
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                            "--nproc-per-node", "2", *map(str, args)],
-                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          cwd=cwd, env=torchrun_env(),
                           capture_output=True, text=True, timeout=TIMEOUT)
 
 

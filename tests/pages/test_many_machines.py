@@ -248,8 +248,11 @@ class SlurmRun:
     def report(self, job: cluster.Job) -> str:
         logs = "\n".join(f"{name}:\n{self.slurm.log(name)}" for name in
                          ["slurmctld.log", *(f"slurmd-{n}.log" for n in self.slurm.nodes)])
+        output = self.output(job)
+        if len(output) > 6000:  # a failed rank's traceback comes first, torchrun's report last
+            output = f"{output[:3000]}\n[...]\n{output[-3000:]}"
         return (f"job {job.id}: {job.state} {job.exit_code} {job.submitted}\n"
-                f"job output:\n{self.output(job)[-3000:]}\n{logs}")
+                f"job output:\n{output}\n{logs}")
 
     def checkpoint_epoch(self) -> int:
         return torch.load(self.workdir / "ddp-train.pt", weights_only=True)["epoch"]
@@ -389,6 +392,7 @@ def test_a_collective_that_one_rank_skips_times_out(tmp_path):
 
 
 @DEBUGGING
+@pytest.mark.fresh_interpreter  # torchrun and its ranks: a long test, started early
 @pytest.mark.parametrize("debug", ["OFF", "DETAIL"])
 def test_detail_names_a_collective_mismatch(debug):
     result = debug_run("mismatch", env={"TORCH_DISTRIBUTED_DEBUG": debug})
@@ -406,6 +410,7 @@ main.__wrapped__(sys.argv[1])  # main without @record
 
 
 @DEBUGGING
+@pytest.mark.fresh_interpreter  # torchrun and its ranks: a long test, started early
 @pytest.mark.parametrize("decorated", [True, False], ids=["record", "no-record"])
 def test_record_puts_the_failed_workers_traceback_in_torchruns_report(decorated, tmp_path):
     module, env = DEBUG_MODULE, {}
@@ -424,6 +429,7 @@ def test_record_puts_the_failed_workers_traceback_in_torchruns_report(decorated,
 
 
 @DEBUGGING
+@pytest.mark.fresh_interpreter  # torchrun and its ranks: a long test, started early
 def test_py_spy_dump_finds_the_hung_rank(tmp_path):
     """A job that hangs for real (rank 1 stuck, rank 0 waiting in an all-reduce with a timeout
     of 10 minutes); py-spy dumps every worker's Python stack; the test finds the hung rank."""

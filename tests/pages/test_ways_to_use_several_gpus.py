@@ -5,7 +5,6 @@ CPU processes with gloo in CI, on two GPUs with NCCL on the GPU machine); the co
 needs two GPUs. The measured claims are checked against every recorded run.
 """
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import torch
 
 from snippets.several_gpus import all_reduce_bandwidth as all_reduce
 from snippets.several_gpus import ways_to_use_several_gpus as snippet
-from tests.helpers import run_python
+from tests.helpers import run_python, torchrun_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 240
@@ -48,7 +47,7 @@ def test_bus_bandwidth_is_nccl_tests_definition():
 
 
 def test_all_reduce_script_on_two_processes():
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = torchrun_env()
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                              "--nproc-per-node", "2", "-m", "snippets.several_gpus.all_reduce_bandwidth"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
