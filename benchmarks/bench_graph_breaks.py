@@ -30,7 +30,7 @@ LABELS = {
 }
 WORDS = {"item": ".item() in the middle", "branch": "if on a tensor's value",
          "broken": "with the graph break", "fixed": "fixed, one graph",
-         "static": "dynamic=False", "default": "default", "marked": "mark_dynamic"}
+         "static": "`dynamic=False`", "default": "default", "marked": "`mark_dynamic`"}
 
 CASES = {"item": (snippet.scale_by_max_item, snippet.scale_by_max),
          "branch": (snippet.branch_on_sum, snippet.branch_free)}

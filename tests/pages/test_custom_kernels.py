@@ -11,7 +11,7 @@ pytestmark = pytest.mark.snippet("snippets/compilers/custom_kernels.py")
 # The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
 CLAIMS = {
     "elementwise_speedup": 3.0,  # CuPy's six array operations over its one ElementwiseKernel
-    "like_compile": 1.15,        # the ElementwiseKernel within this of torch.compile's kernel
+    "like_compile": 1.5,         # the ElementwiseKernel within this of torch.compile's kernel
     "raw_vs_triton": 1.15,       # the RawKernel softmax within this of the Triton one
 }
 
@@ -65,10 +65,11 @@ def test_one_kernel_beats_six_in_every_run(measured):
         assert ratio >= CLAIMS["elementwise_speedup"], (run, ratio)
 
 
-def test_elementwise_kernel_is_as_fast_as_compile_in_every_run(measured):
+def test_elementwise_kernel_is_within_reach_of_compile_in_every_run(measured):
     for run in measured(bias_gelu("cupy-elementwise"), bias_gelu("torch-compiled")):
         ratio = run.value(bias_gelu("cupy-elementwise")) / run.value(bias_gelu("torch-compiled"))
-        assert ratio <= CLAIMS["like_compile"], (run, ratio)
+        # one pass each, and the generated kernel the faster: "more than 1x, at most like_compile"
+        assert 1 < ratio <= CLAIMS["like_compile"], (run, ratio)
 
 
 @pytest.mark.parametrize("rows", [4096, 32768])

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.snippet("snippets/compilers/torch_compile.py")
 
 # The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
 CLAIMS = {
-    "fusion_speedup": 3.0,       # bias + GELU on 128 MiB: eager time over compiled time
-    "train_speedup": 1.0,        # compiled training step: eager time over compiled, at least
+    "fusion_speedup": 2.0,       # bias + GELU on 128 MiB: eager time over compiled time
+    "graph_train_speedup": 1.2,  # training step: eager time over reduce-overhead's, at least
+    "graph_over_default": 1.3,   # ...and default's time over reduce-overhead's (same kernels)
     "warm_cache_speedup": 2.0,   # first call with an empty cache over one with a filled cache
     "first_call_over_run": 100,  # a cold first call takes at least this many steady calls
 }
@@ -124,12 +125,15 @@ def test_fusion_pays_on_a_large_tensor_in_every_run(measured):
         assert run.value(eager) >= CLAIMS["fusion_speedup"] * run.value(default), run
 
 
-def test_compiled_training_step_is_no_slower_in_every_run(measured):
-    eager = "torch_compile.train_step[eager]"
-    for mode in ("default", "reduce-overhead"):
-        name = f"torch_compile.train_step[{mode}]"
-        for run in measured(eager, name):
-            assert run.value(eager) >= CLAIMS["train_speedup"] * run.value(name), (run, mode)
+def test_cuda_graphs_speed_up_the_launch_bound_training_step_in_every_run(measured):
+    # 256 tokens: the step waits on the host launching its kernels, not on the GPU. default
+    # mode fuses but still launches every kernel; reduce-overhead replays the same kernels as
+    # one CUDA graph. No bound on default against eager: at this size it can go either way.
+    eager, default, graphs = (f"torch_compile.train_step[{mode}]"
+                              for mode in ("eager", "default", "reduce-overhead"))
+    for run in measured(eager, default, graphs):
+        assert run.value(eager) >= CLAIMS["graph_train_speedup"] * run.value(graphs), run
+        assert run.value(default) >= CLAIMS["graph_over_default"] * run.value(graphs), run
 
 
 def test_warm_cache_first_call_in_every_run(measured):

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.snippet("snippets/compilers/triton_kernels.py")
 
 # The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
 CLAIMS = {
-    "vs_compiled": 1.15,    # the Triton kernel takes at most this times torch.compile's time
-    "share_of_copy": 0.8,   # ...and reaches this share of a copy's bandwidth at the large sizes
+    "vs_compiled": 1.2,     # at the large sizes the Triton kernel takes at most this times
+    "share_of_copy": 0.6,   # torch.compile's time, and reaches this share of a copy's bandwidth
     "large_mib": 512,       # "large": tensors of at least this many MiB
     "vs_eager": 3.0,        # the eager formula takes at least this times the kernel's time
 }
@@ -118,9 +118,13 @@ def name(impl, rows):
             else f"triton_kernels.softmax[{impl}-{rows}]")
 
 
-def test_triton_keeps_up_with_torch_compile_in_every_run(measured):
+def test_triton_keeps_up_with_torch_compile_at_large_sizes_in_every_run(measured):
+    # Below large_mib a call's host work (the custom operator's dispatch, the autotuner's
+    # lookup, Triton's launcher) outweighs the kernel, and the Triton operator is the slower.
     for rows in ROWS:
-        for run in measured(name("triton", rows), name("compiled", rows)):
+        for run in measured(name("triton", rows), name("compiled", rows), name("copy", rows)):
+            if run.value(name("copy", rows), "mib") < CLAIMS["large_mib"]:
+                continue
             ratio = run.value(name("triton", rows)) / run.value(name("compiled", rows))
             assert ratio <= CLAIMS["vs_compiled"], (run, rows, ratio)
 
@@ -142,3 +146,17 @@ def test_one_pass_beats_the_eager_formula_at_large_sizes_in_every_run(measured):
                 continue
             ratio = run.value(name("eager", rows)) / run.value(name("triton", rows))
             assert ratio >= CLAIMS["vs_eager"], (run, rows, ratio)
+
+
+def test_host_work_makes_triton_the_slowest_one_pass_below_large_sizes_in_every_run(measured):
+    # The page: below large_mib a call's host work outweighs the kernel, and the Triton
+    # operator (dispatch, autotuner lookup, launcher) is slower than the compiled formula and
+    # torch.softmax, the other one-pass versions.
+    for rows in ROWS:
+        names = [name(impl, rows) for impl in ("triton", "compiled", "torch", "copy")]
+        for run in measured(*names):
+            if run.value(name("copy", rows), "mib") >= CLAIMS["large_mib"]:
+                continue
+            triton = run.value(name("triton", rows))
+            assert triton > run.value(name("compiled", rows)), (run, rows)
+            assert triton > run.value(name("torch", rows)), (run, rows)
