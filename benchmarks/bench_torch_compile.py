@@ -38,6 +38,15 @@ LABELS = {
 WORDS = {"eager": "eager", "default": "torch.compile", "reduce-overhead": "reduce-overhead",
          "max-autotune": "max-autotune", "cold": "empty (cold)", "warm": "filled (warm)"}
 
+# What measures the host as much as the GPU (fieldguide/host_bound.py): each timed call is one
+# call from Python, synchronized, so small work times the call's host side and its launches.
+HOST_BOUND = {
+    "chain[*-16]": "Python, the compiled call's host work and its kernel launches",
+    "mlp": "Python, the compiled call's host work and its kernel launches",
+    "train_step": "Python and the step's kernel launches",
+    "first_call": "the host's compile (Dynamo, Inductor, Triton) in a new process",
+}
+
 ROOT = Path(__file__).resolve().parents[1]
 BIAS_GELU_FLOPS = 7  # per element: add, multiply, negate, exp, add, divide, multiply
 

@@ -29,6 +29,16 @@ WORDS = {
     "copy": "copy (the ceiling)",
 }
 
+# What measures the host as much as the GPU (fieldguide/host_bound.py): at 8 MiB a copy takes
+# about as long as one call's launch, and the Triton operator's and the compiled formula's
+# per-call host work (dispatch, the autotuner's lookup, the launcher) still shows at 64 MiB.
+HOST_BOUND = {
+    "softmax[*-512]": "Python, each call's dispatch and its kernel launches",
+    "copy[512]": "Python and one kernel launch",
+    "softmax[triton-4096]": "the operator's dispatch, the autotuner's lookup and the launcher",
+    "softmax[compiled-4096]": "the compiled call's host work and its launch",
+}
+
 COLS = 4096
 SOFTMAX_FLOPS = 5  # per element: max, subtract, exp, add, divide
 ROWS = [512, 4096, 32768, 131072]  # 8 MiB, 64 MiB, 512 MiB, 2 GiB of float32
