@@ -128,7 +128,8 @@ def test_fusion_pays_on_a_large_tensor_in_every_run(measured):
 def test_cuda_graphs_speed_up_the_launch_bound_training_step_in_every_run(measured):
     # 256 tokens: the step waits on the host launching its kernels, not on the GPU. default
     # mode fuses but still launches every kernel; reduce-overhead replays the same kernels as
-    # one CUDA graph. No bound on default against eager: at this size it can go either way.
+    # two CUDA graphs (forward, backward). No bound on default against eager: at this size it
+    # can go either way.
     eager, default, graphs = (f"torch_compile.train_step[{mode}]"
                               for mode in ("eager", "default", "reduce-overhead"))
     for run in measured(eager, default, graphs):

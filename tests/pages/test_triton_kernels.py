@@ -20,7 +20,7 @@ pytestmark = pytest.mark.snippet("snippets/compilers/triton_kernels.py")
 
 # The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
 CLAIMS = {
-    "vs_compiled": 1.2,     # at the large sizes the Triton kernel takes at most this times
+    "vs_compiled": 1.3,     # at the large sizes the Triton kernel takes at most this times
     "share_of_copy": 0.6,   # torch.compile's time, and reaches this share of a copy's bandwidth
     "large_mib": 512,       # "large": tensors of at least this many MiB
     "vs_eager": 2.5,        # the eager formula takes at least this times the kernel's time
@@ -148,15 +148,14 @@ def test_one_pass_beats_the_eager_formula_at_large_sizes_in_every_run(measured):
             assert ratio >= CLAIMS["vs_eager"], (run, rows, ratio)
 
 
-def test_host_work_makes_triton_the_slowest_one_pass_below_large_sizes_in_every_run(measured):
+def test_host_work_makes_triton_slower_than_torch_softmax_below_large_sizes_in_every_run(measured):
     # The page: below large_mib a call's host work outweighs the kernel, and the Triton
-    # operator (dispatch, autotuner lookup, launcher) is slower than the compiled formula and
-    # torch.softmax, the other one-pass versions.
+    # operator (custom-op dispatch, autotuner lookup, launcher) is slower than torch.softmax,
+    # one C++ dispatch and one launch. Not claimed against the compiled formula: an earlier
+    # H100 lease had Triton ahead of it at 8 MiB and level at 64 MiB (2026-11-26).
     for rows in ROWS:
-        names = [name(impl, rows) for impl in ("triton", "compiled", "torch", "copy")]
+        names = [name(impl, rows) for impl in ("triton", "torch", "copy")]
         for run in measured(*names):
             if run.value(name("copy", rows), "mib") >= CLAIMS["large_mib"]:
                 continue
-            triton = run.value(name("triton", rows))
-            assert triton > run.value(name("compiled", rows)), (run, rows)
-            assert triton > run.value(name("torch", rows)), (run, rows)
+            assert run.value(name("triton", rows)) > run.value(name("torch", rows)), (run, rows)
