@@ -12,7 +12,8 @@ pytestmark = pytest.mark.snippet("snippets/compilers/custom_kernels.py")
 CLAIMS = {
     "elementwise_speedup": 3.0,  # CuPy's six array operations over its one ElementwiseKernel
     "like_compile": 1.5,         # the ElementwiseKernel within this of torch.compile's kernel
-    "raw_vs_triton": 1.15,       # the RawKernel softmax within this of the Triton one
+    "raw_vs_triton": 1.6,        # the RawKernel softmax at 512 MiB within this of the Triton one
+                                 # (the H200, whose memory the RawKernel does not use up, is closest)
 }
 
 
@@ -73,10 +74,10 @@ def test_elementwise_kernel_is_within_reach_of_compile_in_every_run(measured):
         assert 1 < ratio <= CLAIMS["like_compile"], (run, ratio)
 
 
-@pytest.mark.parametrize("rows", [4096, 32768])
-def test_raw_kernel_keeps_up_with_triton_in_every_run(measured, rows):
-    raw, triton = (f"custom_kernels.softmax[{rows}]",
-                   f"triton_kernels.softmax[triton-{rows}]")
+def test_raw_kernel_keeps_within_reach_of_triton_at_512_mib_in_every_run(measured):
+    # At 512 MiB only: at 64 MiB the Triton operator's per-call host work (HOST_BOUND in
+    # bench_triton_kernels.py) makes any bound on this ratio one that cannot fail.
+    raw, triton = "custom_kernels.softmax[32768]", "triton_kernels.softmax[triton-32768]"
     for run in measured(raw, triton):
         assert run.value(raw) <= CLAIMS["raw_vs_triton"] * run.value(triton), run
 
