@@ -4,6 +4,7 @@ import os
 
 import pytest
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, DistributedSampler
 
@@ -76,13 +77,19 @@ def test_launch_returns_a_result_larger_than_a_pipes_buffer(snippet):
     assert returned == [[[float(i) for i in range(200_000)]]]
 
 
+# Each fails after a barrier: the group is whole by then, so rank 0 ends normally and rank 1's is
+# the only failure. Failing during the group's set-up made rank 0's gloo connect fail too
+# ("Connection closed by peer"), and launch raised whichever failure it saw first (a make test
+# run, 2026-11-27).
 def fails_on_rank_1(rank, world_size):
+    dist.barrier()
     if rank == 1:
         raise ValueError("rank 1 cannot go on")
     return rank
 
 
 def dies_on_rank_1(rank, world_size):
+    dist.barrier()
     if rank == 1:
         os._exit(3)  # as a crash ends a process: no exception, no result
     return rank
