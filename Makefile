@@ -98,17 +98,19 @@ lint: $(VENV)/.test ## Ruff over the code, snippets and tests
 CORES := $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 2)
 TEST_WORKERS ?= $(CORES)
 TEST_ENV := FIELDGUIDE_BUILT_SITE=site FIELDGUIDE_REQUIRE_SLURM=1   # Slurm is installed: a cluster that cannot start fails
-# Each worker, and every kernel, child or compile it starts, gets cores / workers OpenMP threads,
-# as test-gpu's do: torch otherwise starts one per core in every process, and on two busy cores
-# its threads spin waiting for each other. Each run alone on the idle 2-core machine, the
-# notebooks' tests on two workers took 86 s and 148 CPU-seconds with a thread per core, 63 s and
-# 93 with one (mixed-precision-training: 22 s against 4; 2026-11-27). Inductor compiles in the
-# test's own process instead of a pool of one process per core. An OMP_NUM_THREADS you set is
-# kept; a TEST_WORKERS that is no count (pytest-xdist's auto, logical) gets one thread.
-TEST_THREADS := $(shell w='$(TEST_WORKERS)'; case "$$w" in (''|*[!0-9]*|0) echo 1;; \
+# The environment of a parallel half on $(1) workers (make test's and test-gpu's): each worker,
+# and every kernel, child or compile it starts, gets cores / workers OpenMP threads (torch
+# otherwise starts one per core in every process, and on busy cores its threads spin waiting for
+# each other), and Inductor compiles in the test's own process, not a pool of one per core.
+# Each run alone on the idle 2-core machine, the notebooks' tests on two workers took 86 s and
+# 148 CPU-seconds with a thread per core, 63 s and 93 with one (mixed-precision-training: 22 s
+# against 4; 2026-11-27). An OMP_NUM_THREADS you set is kept; a worker count that is no number
+# (pytest-xdist's auto, logical) gets one thread.
+threads_per_worker = $(shell w='$(1)'; case "$$w" in (''|*[!0-9]*|0) echo 1;; \
   (*) echo $$(( $(CORES) / w > 0 ? $(CORES) / w : 1 ));; esac)
-TEST_PARALLEL_ENV := $(if $(filter environment command line,$(origin OMP_NUM_THREADS)),,OMP_NUM_THREADS=$(TEST_THREADS)) \
-                     TORCHINDUCTOR_COMPILE_THREADS=1
+parallel_env = $(if $(filter environment command line,$(origin OMP_NUM_THREADS)),,OMP_NUM_THREADS=$(1)) \
+               TORCHINDUCTOR_COMPILE_THREADS=1
+TEST_PARALLEL_ENV := $(call parallel_env,$(call threads_per_worker,$(TEST_WORKERS)))
 test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (CPU + browser + Slurm), strict build
 	$(PY) -m ruff check .
 	env -u SITE_URL $(PY) -m mkdocs build --strict -d site
@@ -143,11 +145,10 @@ endif
 # OpenMP threads and a 16-process Inductor compile pool per worker, 8 workers made the same long
 # tests take 1.5 times as long, all 8 at once, as 6 at a time had (2026-11-24).
 ifeq ($(origin GPU_THREADS),undefined)
-GPU_THREADS = $(eval GPU_THREADS := $(if $(GPU_WORKERS),$(shell $(GPU_PYTHON) -c \
-  'import os; print(max(1, len(os.sched_getaffinity(0)) // $(GPU_WORKERS)))')))$(GPU_THREADS)
+GPU_THREADS = $(eval GPU_THREADS := $(if $(GPU_WORKERS),$(call threads_per_worker,$(GPU_WORKERS))))$(GPU_THREADS)
 endif
 # `=`, not `:=`: expanded only by test-gpu, so no other target starts python3 to count GPUs.
-PARALLEL_ENV = $(if $(GPU_THREADS),OMP_NUM_THREADS=$(GPU_THREADS) TORCHINDUCTOR_COMPILE_THREADS=1)
+PARALLEL_ENV = $(if $(GPU_THREADS),$(call parallel_env,$(GPU_THREADS)))
 # GPU_OUTCOMES=path: a JSON line as each test starts, and one as it ends with its outcome, seconds
 # and a failure's text (a run cut off by a time limit still says what ran, what failed and why,
 # and which tests started and never ended: those that hung).

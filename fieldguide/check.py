@@ -95,7 +95,7 @@ ALONE = "(timed or whole_gpu) and not browser"
 
 # The build takes a core: the tests beside it, and what they start, get the others' OpenMP threads
 # (torch starts one per core, and on busy cores its threads spin waiting for each other; the
-# Makefile's TEST_THREADS says what that cost). An OMP_NUM_THREADS already set is kept.
+# Makefile's parallel_env says what that cost). An OMP_NUM_THREADS already set is kept.
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 BESIDE_THE_BUILD_THREADS = {"OMP_NUM_THREADS": str(max(1, CORES - 1))}
 
