@@ -100,9 +100,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(trylast=True)  # after -m and -k deselect: the order is of what will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    have = available_gpus()
-    for item in items:
-        need = needed_gpus(item)
+    needs = [(item, needed_gpus(item)) for item in items]
+    # Only a run with a GPU test asks torch how many GPUs there are: importing it costs a child
+    # pytest that needs none (a timing run's, the tooling tests': 33 of them per `make test`)
+    # 1.3 CPU-seconds.
+    have = available_gpus() if any(need for _, need in needs) else 0
+    for item, need in needs:
         if need > have:
             reason = f"{GPU_SKIP_PREFIX}{need} CUDA device(s); this machine has {have}"
             item.add_marker(pytest.mark.skip(reason=reason))
