@@ -50,6 +50,8 @@
     }
   }
   document$.subscribe(soon);
-  new MutationObserver(soon).observe(document.body, {childList: true, subtree: true});
+  // and when a <details> opens: what it shows may scroll
+  new MutationObserver(soon).observe(document.body, {childList: true, subtree: true,
+                                                   attributeFilter: ["open"]});
   addEventListener("resize", soon);
 })();
