@@ -50,9 +50,10 @@ CHROMIUM_ARGS = [
     "--no-proxy-server",
 ]
 # Chromium's headless shell first (Debian's chromium-headless-shell, `make browser`): its old
-# headless mode, a binary of its own since Chromium 132, which Playwright itself runs for
-# headless by default: the same Blink without the full browser around it. Every page at
-# desktop width took 153 CPU-seconds in it against 170 in `chromium` (2026-11-27).
+# headless mode, since Chromium 132 only in a binary of its own, which Playwright itself runs
+# for headless by default: Blink without the full browser around it (not the same browser in
+# every detail, as Puppeteer's docs say). Every page at desktop width took 153 CPU-seconds in
+# it against 170 in `chromium` (2026-11-27).
 CHROMIUM_NAMES = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 SKIP_DIRS = {"assets", "search"}  # built-in assets and the search index, not pages
 TIMEOUT_MS = 15_000
@@ -64,7 +65,7 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _unavailable(reason: str, fix: str = "install chromium with `make browser`"):
+def _unavailable(reason: str, fix: str = "install chromium-headless-shell with `make browser`"):
     """Skip on a developer's machine; under CI a missing browser is a failure, never a skip."""
     if _in_ci():
         pytest.fail(f"{reason}. The browser test must run under CI; {fix}.", pytrace=False)
@@ -390,8 +391,12 @@ AXE_RUN = """async ([impacts, rules]) => {
     }));
 }"""
 
-# Resolves in the next frame, after every requestAnimationFrame callback queued before it.
-NEXT_FRAME = "() => new Promise(resolve => requestAnimationFrame(() => resolve()))"
+# True in the next frame, after every requestAnimationFrame callback queued before it; false if
+# none comes within the time given (page.evaluate has no time limit of its own).
+NEXT_FRAME = """timeoutMs => new Promise(resolve => {
+    requestAnimationFrame(() => resolve(true));
+    setTimeout(() => resolve(false), timeoutMs);
+})"""
 
 # Material replaces each <pre class="mermaid"> by a <div class="mermaid"> holding the drawing.
 DRAWN = """n => [...document.querySelectorAll('div.mermaid')]
@@ -611,7 +616,8 @@ def test_every_page(browser, site, width):
                 prompts_seen += built.prompts
             # The site's accessibility.js marks what scrolls in the frame after a change to the
             # page: the next frame has it marked (axe ran before it once, on a busy machine).
-            page.evaluate(NEXT_FRAME)
+            if not page.evaluate(NEXT_FRAME, TIMEOUT_MS):
+                found.append(f"no frame drawn within {TIMEOUT_MS} ms")
             for scheme, axe_rules in SCHEMES.items():
                 if scheme != "light":
                     # A pointer click on the first page (Playwright waits until the toggle is

@@ -355,9 +355,12 @@ def test_the_page_states_the_clusters_requeue_wait_and_scheduling_interval():
     page = " ".join((ROOT / "docs" / "several-gpus" / "many-machines.md")
                     .read_text(encoding="utf-8").split())
     expire = re.search(r"^AuthInfo=.*cred_expire=(\d+)", conf, re.M)[1]
-    interval = re.search(r"^SchedulerParameters=.*sched_interval=(\d+)", conf, re.M)[1]
+    main = re.search(r"^SchedulerParameters=.*\bsched_interval=(\d+)", conf, re.M)[1]
+    backfill = re.search(r"^SchedulerParameters=.*\bbf_interval=(\d+)", conf, re.M)[1]
+    assert "SchedulerType" not in conf  # the default, sched/backfill: bf_interval applies
     assert f"start again after {expire} s instead of Slurm's default 120" in page
-    assert f"every {interval} s instead of every 60 (`sched_interval`" in page
+    assert (f"every {main} s and every {backfill} s instead of every 60 and every 30 "
+            "(`sched_interval` and `bf_interval`") in page
 
 
 def test_the_cluster_has_two_nodes(slurm):
@@ -391,11 +394,13 @@ def root_cause(stderr: str) -> str:
 
 
 @DEBUGGING
-@pytest.mark.fresh_interpreter  # torchrun and its ranks, and a 10 s wait: started early
+@pytest.mark.timed  # alone: its ranks must start within the 10 s timeout of each other
 def test_a_collective_that_one_rank_skips_times_out(tmp_path):
-    """The wait ends at the timeout given, as its message says. No time is measured, so this
-    runs beside other tests: a job that hung instead (gloo's default is 30 minutes) is stopped
-    at SKIP_HANG_S, ten times the timeout, and fails the test."""
+    """The wait ends at the timeout given, as its message says. A job that hung instead
+    (gloo's default is 30 minutes) fails the test at SKIP_HANG_S, ten times the timeout, when
+    torchrun is killed. (Its ranks run on: they are in sessions of their own.) It runs alone,
+    not for a time it measures: beside other tests one rank could start 10 s after the other
+    and time out in the first all-reduce instead of the skipped one."""
     try:
         result = debug_run("skip", "10", timeout=SKIP_HANG_S)
     except subprocess.TimeoutExpired:

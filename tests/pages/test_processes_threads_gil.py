@@ -17,20 +17,6 @@ SPAWN = multiprocessing.get_context("spawn")  # the strictest start method: what
 needs_two_cpus = pytest.mark.skipif(snippet.usable_cpus() < 2, reason="fewer than 2 usable CPUs")
 
 
-@pytest.fixture
-def idle_cpus():
-    """Skip unless other work leaves two cores free now (the test's own process accounts for
-    about one, so others may use half a core and no more), measured over half a second: the
-    load average lags by minutes, and read at collection, while the parallel half of
-    `make test` still ran, it skipped these tests in most runs."""
-    _, others = others_cpu_share(lambda: time.sleep(0.5))
-    if others > snippet.usable_cpus() - 1.5:
-        pytest.skip(f"machine busy (other work used {others:.1f} cores): speedups not measurable")
-
-
-needs_idle_cpus = pytest.mark.usefixtures("idle_cpus")
-
-
 def _busy_ticks():
     """CPU time every process on the machine has used since boot (idle and iowait left out)."""
     with open("/proc/stat") as stat:
@@ -216,7 +202,6 @@ def test_threads_do_not_speed_up_pure_python():
 
 
 @needs_two_cpus
-@needs_idle_cpus
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="counts the workers' CPU time in /proc")
 @pytest.mark.timed
 def test_processes_run_pure_python_at_the_same_time():
@@ -241,7 +226,6 @@ def test_processes_run_pure_python_at_the_same_time():
 
 
 @needs_two_cpus
-@needs_idle_cpus
 @pytest.mark.timed
 def test_threads_sort_numpy_arrays_at_the_same_time():
     # np.sort lets go of the GIL, so two threads sorting use about two cores' worth of CPU time
