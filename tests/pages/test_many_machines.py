@@ -357,7 +357,7 @@ def test_the_page_states_the_clusters_requeue_wait_and_scheduling_interval():
     expire = re.search(r"^AuthInfo=.*cred_expire=(\d+)", conf, re.M)[1]
     main = re.search(r"^SchedulerParameters=.*\bsched_interval=(\d+)", conf, re.M)[1]
     backfill = re.search(r"^SchedulerParameters=.*\bbf_interval=(\d+)", conf, re.M)[1]
-    assert "SchedulerType" not in conf  # the default, sched/backfill: bf_interval applies
+    assert not re.search(r"^SchedulerType=", conf, re.M)  # the default, sched/backfill, has bf_interval
     assert f"start again after {expire} s instead of Slurm's default 120" in page
     assert (f"every {main} s and every {backfill} s instead of every 60 and every 30 "
             "(`sched_interval` and `bf_interval`") in page
