@@ -2,10 +2,11 @@
 
 `make loop-benchmark` (benchmarks/loop/run.py) times a contributor's loop in a fresh clone and
 appends each run to benchmarks/loop/results.json, with the targets it is measured against. This
-extension writes the newest measurement of each step into the contributing guide, so the guide's
-numbers are the file's: never typed, never older than the last run. A missing or malformed file
-is a page problem that fails every build (fieldguide/unrendered.py raises it), naming the file and
-the command that writes it.
+extension writes the newest measurement of each step into the contributing guide, and the spread
+of its newest runs (runs of one tree differ by tens of seconds), so the guide's numbers are the
+file's: never typed, never older than the last run. A missing or malformed file is a page problem
+that fails every build (fieldguide/unrendered.py raises it), naming the file and the command that
+writes it.
 """
 
 from __future__ import annotations
@@ -33,14 +34,29 @@ def newest_steps(results: dict) -> dict[str, tuple[dict, dict]]:
     return dict(sorted(found.items(), key=lambda kv: order.index(kv[0])))
 
 
+RECENT = 5  # the spread column: a step's wall time over its newest RECENT runs
+
+
+def recent_walls(results: dict, name: str) -> list[float]:
+    """The wall times of step `name` in its newest RECENT runs, oldest first."""
+    return [run["steps"][name]["wall_s"] for run in results["runs"] if name in run["steps"]][-RECENT:]
+
+
+def _spread(walls: list[float]) -> str:
+    if len(walls) < 2:
+        return "one run"
+    return f"{_seconds(min(walls))} – {_seconds(max(walls))} ({len(walls)} runs)"
+
+
 def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
 def table(results: dict) -> list[str]:
     """Markdown: one row per step (its newest measurement), then how and where it was measured."""
-    lines = ["| Step | Target | Wall time | CPU time | Load average (1 min) | Measured |",
-             "|:--|--:|--:|--:|:--|:--|"]
+    lines = ["| Step | Target | Wall time | CPU time | Load average (1 min) | Measured "
+             f"| Wall time, its last {RECENT} runs |",
+             "|:--|--:|--:|--:|:--|:--|:--|"]
     runs_used = []
     for name, (step, run) in newest_steps(results).items():
         target = run.get("targets", {}).get(name)
@@ -49,7 +65,8 @@ def table(results: dict) -> list[str]:
         lines.append(f"| {run.get('labels', {}).get(name, name)} | "
                      f"{_seconds(target) if target else '—'} | "
                      f"{_seconds(step['wall_s'])}{'' if passed else ' (failed)'} | "
-                     f"{_seconds(step['cpu_s'])} | {load} | {run['date'][:10]}, `{run['commit']}` |")
+                     f"{_seconds(step['cpu_s'])} | {load} | {run['date'][:10]}, `{run['commit']}` | "
+                     f"{_spread(recent_walls(results, name))} |")
         if run not in runs_used:
             runs_used.append(run)
     lines.append("")

@@ -31,11 +31,18 @@ RESULTS = {"runs": [
 def test_each_step_shows_its_newest_measurement_and_target():
     lines = loop_results.table(RESULTS)
     assert lines[2] == ("| `make test` | 10.0 min | 11.7 min | 15.0 min | 1.0 → 2.5 | "
-                        "2026-11-26, `aaaaaaaaaa` |")
+                        "2026-11-26, `aaaaaaaaaa` | one run |")
     assert lines[3] == ("| `make check PAGE=docs/x.md` | 90 s | 61 s (failed) | 70 s | 1.0 → 2.5 | "
-                        "2026-11-26, `bbbbbbbbbb` |")
+                        "2026-11-26, `bbbbbbbbbb` | 61 s – 100 s (2 runs) |")
     assert lines[-2:] == ["- 2026-11-26 13:00 UTC, `aaaaaaaaaa`: 2 × Fake CPU, Python 3.11.7.",
                           "- 2026-11-26 14:00 UTC, `bbbbbbbbbb`: 2 × Fake CPU, Python 3.11.7. Busy."]
+
+
+def test_the_spread_is_of_the_steps_newest_runs_only():
+    runs = [run(f"2026-11-2{d}T10:00:00+00:00", f"{d}" * 10, {"make_test": (wall, 1.0, 0)})
+            for d, wall in enumerate([900.0, 500.0, 510.0, 590.0, 530.0, 505.0], start=1)]
+    assert loop_results.recent_walls({"runs": runs}, "make_test") == [500.0, 510.0, 590.0, 530.0, 505.0]
+    assert loop_results.table({"runs": runs})[2].endswith("| 8.3 min – 9.8 min (5 runs) |")
 
 
 def test_the_marker_becomes_the_table_and_a_broken_file_is_a_page_problem(tmp_path):
