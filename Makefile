@@ -18,7 +18,7 @@ PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
 .PHONY: help serve build zensical build-benchmark test test-gpu lint timings timings-list timings-report lock browser \
-        slurm gpu-wheels clean notebooks new-page mermaid axe venv check loop-benchmark
+        slurm gpu-wheels clean notebooks new-page mermaid axe venv check loop-benchmark gpu-round outputs
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -175,6 +175,20 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU
 	$(GPU_PYTEST) -m "(timed or whole_gpu) and not browser" --after $$ended $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	wait $$first || status=1; rm -f $$ended; \
 	exit $$status
+
+# What a change needs measured on this GPU machine, in one device call (fieldguide/gpu_round.py):
+# timing runs of what is new, stale or short of three runs from two leases (at most two from this
+# lease), the outputs of pages whose blocks have none here, and `make test-gpu`, each step started
+# only while GPU_ROUND_BUDGET seconds have room. ROUND_ARCHIVE=path packs what it wrote.
+STEPS ?= timings,outputs,test-gpu
+GPU_ROUND_BUDGET ?= 570
+gpu-round: ## On a CUDA machine: stale/short timing runs, missing outputs, test-gpu, inside one call's budget
+	$(GPU_PYTHON) -m fieldguide.gpu_round --steps $(STEPS) --budget $(GPU_ROUND_BUDGET) \
+	  $(if $(ROUND_ARCHIVE),--archive $(ROUND_ARCHIVE))
+
+# One notebook at a time, with the GPU to itself (fieldguide/record_outputs.py refuses otherwise).
+outputs: ## On a CUDA machine: record what each page's code prints where its blocks have no output here (ALL=1: every page)
+	$(GPU_PYTHON) -m fieldguide.record_outputs $(if $(ALL),--all)
 
 # STALE=1: only the benchmarks this machine's GPU has never measured, or whose code changed since.
 timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<machine>/ (STALE=1: only stale or new ones)

@@ -6,9 +6,16 @@ The notebook test (tests/site/test_notebooks.py) runs every page's notebook; on 
     DIR/<gpu>/<chapter>/<page>.json      (commit them under outputs/<gpu>/...)
 
 one record per code cell: the sha256 of the cell's code and the outputs nbformat recorded, with
-the GPU, its software and the date. A block's output is looked up by the hash of the block's
-current code, so a block whose code changed shows no output until it runs again: an old output
-can never stand under new code. Standard library only (the site build reads these files).
+the GPU, its software, the date and the conditions it ran in. A block's output is looked up by the
+hash of the block's current code, so a block whose code changed shows no output until it runs
+again: an old output can never stand under new code. Standard library only (the site build reads
+these files).
+
+A printed time or rate is a measurement like any other, so it is recorded the way a timing run
+measures: one notebook at a time, with the GPU to itself and the machine's CPU threads. `save`
+refuses under pytest-xdist (workers share the GPU and the cores) and when another process holds
+the GPU, before the notebook ran or after (`gpu_alone`); `make outputs` records that way. A record
+without `alone` (one made beside other work) is never shown.
 """
 
 from __future__ import annotations
@@ -42,11 +49,65 @@ def _source(cell: Any) -> str:
     return source if isinstance(source, str) else "".join(source)
 
 
+class NotAlone(RuntimeError):
+    """Outputs would be recorded beside other work on the GPU or the cores: refused."""
+
+
+# More memory than this in use on a GPU, with no notebook of ours running, is someone else's.
+# A CUDA context takes about 0.5 GiB; an idle GPU reports a few MiB.
+FOREIGN_MEMORY_BYTES = 1 << 30
+
+
+def _nvidia_smi(*query: str) -> list[str]:
+    import subprocess
+
+    try:
+        found = subprocess.run(["nvidia-smi", *query, "--format=csv,noheader,nounits"],
+                               capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise NotAlone(f"cannot tell whether the GPU is free (nvidia-smi: {exc}); outputs are "
+                       "recorded only where nvidia-smi shows the GPU to itself") from None
+    return [line.strip() for line in found.stdout.splitlines() if line.strip()]
+
+
+def gpu_alone() -> None:
+    """Raise NotAlone unless this process could record with the GPU and the cores to itself: not
+    a pytest-xdist worker, no other compute process on any GPU, no GPU memory in use beyond what
+    an idle GPU (and this process's own context) holds."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        raise NotAlone("outputs are recorded one notebook at a time, never under pytest-xdist "
+                       "(its workers share the GPU and the cores): run `make outputs`")
+    mine = str(os.getpid())
+    others = [pid for pid in _nvidia_smi("--query-compute-apps=pid") if pid != mine]
+    if others:
+        raise NotAlone(f"other processes hold the GPU (pids {', '.join(others)}): record outputs "
+                       "with the GPU to itself (`make outputs`, nothing else running)")
+    used = [int(float(mib)) << 20 for mib in _nvidia_smi("--query-gpu=memory.used")]
+    if any(b > FOREIGN_MEMORY_BYTES for b in used):
+        raise NotAlone(f"{max(used) / 2**30:.1f} GiB of GPU memory is in use by something else: "
+                       "record outputs with the GPU to itself (`make outputs`)")
+
+
+def cpu_threads() -> int:
+    """The CPU threads a notebook's kernel gets: OMP_NUM_THREADS where set, else the cores this
+    process may run on (what PyTorch takes by default)."""
+    import os
+
+    try:
+        return int(os.environ["OMP_NUM_THREADS"])
+    except (KeyError, ValueError):
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def save(notebook: Any, page: str, out_dir: Path) -> Path:
-    """Write the outputs of an executed notebook (run on this machine's GPU) for `page`."""
+    """Write the outputs of an executed notebook (run on this machine's GPU) for `page`. The
+    caller checked `gpu_alone()` before running it; this checks again, now that it has ended."""
     from fieldguide.fingerprint import collect
     from fieldguide.timings import machine_slug
 
+    gpu_alone()
     machine = collect()
     cells = [{"code_sha256": code_key(_source(cell)), "outputs": on_disk(cell.get("outputs", []))}
              for cell in notebook["cells"] if cell["cell_type"] == "code"]
@@ -56,6 +117,9 @@ def save(notebook: Any, page: str, out_dir: Path) -> Path:
         "driver": machine["driver"], "cuda_runtime": machine["cuda_runtime"],
         "torch": machine["torch"],
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "alone": True,                 # gpu_alone() held before the notebook ran and after
+        "cpu_threads": cpu_threads(),
+        "boot_id": machine["boot_id"],
         "cells": cells,
     }
     path = Path(out_dir) / machine_slug(machine) / record_path(page)
@@ -91,6 +155,7 @@ class Recorded:
     torch: str
     date: str
     by_code: dict[str, list[dict[str, Any]]]   # code sha256 -> nbformat outputs
+    cpu_threads: int | None = None
 
     def outputs_of(self, source: str) -> list[dict[str, Any]] | None:
         """The outputs of the cell whose code is `source` now; None where that code never ran."""
@@ -106,8 +171,11 @@ def load(page: str, slug: str | None, root: Path = ROOT) -> Recorded | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("alone") is not True:  # recorded beside other work: its numbers are not this GPU's
+            return None
         return Recorded(slug, data["gpu"], data["torch"], data["date"],
-                        {cell["code_sha256"]: cell["outputs"] for cell in data["cells"]})
+                        {cell["code_sha256"]: cell["outputs"] for cell in data["cells"]},
+                        data.get("cpu_threads"))
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a recorded-outputs file ({exc}); regenerate it with "
                          "FIELDGUIDE_SAVE_OUTPUTS (fieldguide/outputs.py)") from exc
@@ -209,10 +277,29 @@ def under_blocks(markdown: str, root: Path, recorded: Recorded | None) -> str:
     return "\n".join(out)
 
 
+# A table's row: wider than the column it is shown in, with columns set apart by runs of spaces.
+# Wrapped, such rows fall apart (the profiler's table), so a table scrolls sideways instead.
+TABLE_ROW = re.compile(r"\S(?: {2,}\S+){3,}")
+COLUMN_CHARS = 88
+
+
+def is_table(text: str) -> bool:
+    """Whether an output is a table that must keep its lines (scrolls) rather than wrap them."""
+    rows = [line for line in text.split("\n") if len(line) > COLUMN_CHARS and TABLE_ROW.search(line)]
+    return len(rows) >= 2
+
+
+def title(recorded: Recorded) -> str:
+    """The box's title: the GPU, the conditions it ran in, the software and the date."""
+    threads = f", {recorded.cpu_threads} CPU threads" if recorded.cpu_threads else ""
+    return (f"What this printed on {recorded.gpu} (the GPU to itself{threads}; "
+            f"PyTorch {recorded.torch}, {recorded.date[:10]})")
+
+
 def _box(text: str, indent: str, recorded: Recorded) -> list[str]:
     opener = "???" if text.count("\n") + 1 > SHOWN_OPEN else "???+"
+    kind = "output wide" if is_table(text) else "output"
     ticks = "`" * max(3, max((len(m) for m in re.findall(r"`{3,}", text)), default=0) + 1)
-    title = f"What this printed on {recorded.gpu} ({recorded.date[:10]}, PyTorch {recorded.torch})"
     inner = indent + "    "
-    return ["", f'{indent}{opener} output "{title}"', "", f"{inner}{ticks}text",
+    return ["", f'{indent}{opener} {kind} "{title(recorded)}"', "", f"{inner}{ticks}text",
             *[f"{inner}{line}" if line else "" for line in text.split("\n")], f"{inner}{ticks}", ""]

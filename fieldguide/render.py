@@ -2,8 +2,8 @@
 
     markdown_extensions:
       - fieldguide.render:
-          timings: nvidia-h100-80gb-hbm3   # the GPU pages show unless a shortcode names another
-          beside: [nvidia-h200]            # in tabs beside it, where it measured the same
+          timings: nvidia-h200             # the reference GPU: pages show it unless a shortcode names another
+          beside: [nvidia-h100-80gb-hbm3]  # in tabs beside it, where it measured the current code
 
 Both engines run Python-Markdown extensions (neither runs the other's plugins or hooks), so the
 whole rendering path is here: each page's shortcodes become tables, numbers and figures
@@ -11,7 +11,8 @@ whole rendering path is here: each page's shortcodes become tables, numbers and 
 the figures and the notebook are written into the site directory as the page is rendered.
 
 A problem fails the build in every engine and at every verbosity: the page's problems (a missing
-or stale number, an unknown kind or field, a stale notebook, a shortcode left unrendered) are
+or stale number, a number of the reference GPU that fewer than three runs from two machine leases
+measured, an unknown kind or field, a stale notebook, a shortcode left unrendered) are
 raised together as one `PageProblems` error naming the page. Python-Markdown cannot see
 `--strict`, and a warning is dropped by `mkdocs build -q` and counted by nothing in Zensical, so
 an error is the one signal both engines honour. `make serve` sets FIELDGUIDE_PREVIEW=1: the
@@ -180,6 +181,7 @@ class _Render(Preprocessor):
             state.prefilled = True
             figure_prefill.start(ctx.root, state.build.default_gpu, state.build.beside)
         problems = list(page.problems) + state.build.stale_report(ctx.src_uri)
+        problems += state.build.too_few_runs(page)
         problems += state.notebook_problems.get(ctx.src_uri, [])
         if ctx.src_uri == "index.md":  # notebooks without a page belong to no page: the home page says so
             problems += state.notebook_problems.get("", [])

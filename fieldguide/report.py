@@ -18,10 +18,16 @@ from collections import Counter
 from pathlib import Path
 
 from fieldguide.host_bound import host_bound
-from fieldguide.timings import DISAGREEMENT, TIMINGS_DIR, TimingError, Timings, all_timings, format_seconds
-
-RUNS_WANTED = 3
-LEASES_WANTED = 2  # runs on one machine share its host's quirks
+from fieldguide.timings import (
+    DISAGREEMENT,
+    LEASES_WANTED,
+    RUNS_WANTED,
+    TIMINGS_DIR,
+    TimingError,
+    Timings,
+    all_timings,
+    format_seconds,
+)
 
 
 def report(timings: Timings) -> list[str]:

@@ -39,6 +39,8 @@ from pathlib import Path
 
 from fieldguide import host_bound, labels
 from fieldguide.timings import (
+    LEASES_WANTED,
+    RUNS_WANTED,
     Benchmark,
     CodeKeys,
     Run,
@@ -98,6 +100,8 @@ class Page:
     # (gpu slug, run id) -> (gpu name, run, uses)
     runs: dict[tuple[str, str], tuple[str, Run, int]] = field(default_factory=dict)
     tab_sets: int = 0
+    # (gpu slug, benchmark name) -> the benchmark, for each one the page shows
+    shown: dict[tuple[str, str], Benchmark] = field(default_factory=dict)
 
 
 class Build:
@@ -134,6 +138,7 @@ class Build:
         for pattern in patterns:
             found.extend(timings.matching(pattern) if "*" in pattern else [timings.benchmark(pattern)])
         for bench in found:
+            page.shown[(timings.slug, bench.name)] = bench
             if id(bench) not in self._checked:
                 self._checked[id(bench)] = self.keys.stale_files(bench)
             for path in self._checked[id(bench)]:
@@ -203,6 +208,27 @@ class Build:
         if page.runs:
             markdown = markdown.rstrip("\n") + "\n\n" + measured_on(page) + "\n"
         return markdown, page
+
+    def is_reference(self, slug: str) -> bool:
+        """The reference GPU's own folder, or a machine of several of that GPU ('2x-nvidia-h200')."""
+        ref = self.default_gpu
+        return bool(ref) and (slug == ref or (slug.endswith("-" + ref)
+                                              and slug.split("-", 1)[0].rstrip("x").isdigit()))
+
+    def too_few_runs(self, page: Page) -> list[str]:
+        """One line per benchmark the page shows from the reference GPU (or a machine of several of
+        it) that fewer than RUNS_WANTED runs, or fewer than LEASES_WANTED machine leases, measured
+        as its code is now: a published claim rests on no less."""
+        short = []
+        for (slug, name), bench in sorted(page.shown.items()):
+            leases = {r.run.lease or r.run.id for r in bench.records}
+            if self.is_reference(slug) and (len(bench.records) < RUNS_WANTED
+                                            or len(leases) < LEASES_WANTED):
+                short.append(f"{name} on {slug}: {len(bench.records)} run(s) on {len(leases)} "
+                             f"lease(s) measured its code, fewer than {RUNS_WANTED} runs from "
+                             f"{LEASES_WANTED} leases; measure it with `make gpu-round` (the timing "
+                             "run's --wanted), or keep the page in draft_docs until then")
+        return short
 
     def stale_report(self, page: str | None = None) -> list[str]:
         """One line per changed file whose timings are shown (on `page`, where given)."""

@@ -11,6 +11,9 @@ run of that GPU model.
     python3 -m fieldguide.timing_run --only NAME ... # re-measure some: a new partial run
     python3 -m fieldguide.timing_run --list          # the benchmark names
     python3 -m fieldguide.timing_run --stale --list  # what --stale would measure here
+    python3 -m fieldguide.timing_run --wanted        # --stale, and those short of 3 runs from 2
+                                                     # leases (at most 2 of them from this lease)
+    python3 -m fieldguide.timing_run --deadline 420  # start no module after 420 s: a partial run
 
 A run ends by saying how long a full run takes on this GPU: measured, or estimated from the
 kept runs' wall times (`--stale` with nothing to measure says it too).
@@ -42,7 +45,16 @@ from typing import Any
 
 from fieldguide import ROOT
 from fieldguide.codekey import code_keys
-from fieldguide.timings import TIMINGS_DIR, TimingError, Timings, benchmark_name, machine_slug, matches
+from fieldguide.timings import (
+    LEASES_WANTED,
+    RUNS_WANTED,
+    TIMINGS_DIR,
+    TimingError,
+    Timings,
+    benchmark_name,
+    machine_slug,
+    matches,
+)
 
 BENCH_DIR = ROOT / "benchmarks"
 PYTEST_ARGS = [
@@ -269,6 +281,34 @@ def stale_or_new(folder: Path, codes: dict[str, dict[str, str] | None]) -> list[
             if name not in recorded or code is None or timings.benchmark(name).code != code]
 
 
+def runs_wanted_here(records: list[tuple[str | None, str]], lease: str | None) -> int:
+    """How many more runs of a benchmark this lease should make, given the (lease, run id) of each
+    run that measured its current code: enough for RUNS_WANTED in all, but where no other lease
+    measured it, no more than RUNS_WANTED - 1 here, so the last run comes from another lease."""
+    leases = {found or run for found, run in records}
+    others = leases - {lease} if lease else leases
+    here = sum(1 for found, _ in records if lease and found == lease)
+    if len(others) >= LEASES_WANTED - 1:
+        return max(0, RUNS_WANTED - len(records))
+    return max(0, RUNS_WANTED - 1 - here)
+
+
+def wanted_here(folder: Path, codes: dict[str, dict[str, str] | None], lease: str | None) -> list[str]:
+    """Of the benchmarks `codes` keys as they are now, those this lease should measure (again):
+    new or stale here, or short of RUNS_WANTED runs from LEASES_WANTED leases (runs_wanted_here)."""
+    stale = set(stale_or_new(folder, codes))
+    try:
+        timings = Timings.load(folder)
+    except TimingError:
+        return list(codes)
+    found = []
+    for name in codes:
+        records = [] if name in stale else [(r.run.lease, r.run.id) for r in timings.benchmark(name).records]
+        if runs_wanted_here(records, lease):
+            found.append(name)
+    return found
+
+
 def full_run_estimate(folder: Path, benchmarks: int) -> str | None:
     """How long a full run of `benchmarks` benchmarks takes on the machine of `folder`: the
     newest complete run's wall time, else the kept runs' seconds per benchmark, times how many."""
@@ -293,7 +333,15 @@ def full_run_estimate(folder: Path, benchmarks: int) -> str | None:
 
 
 def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
-        bench_dir: Path = BENCH_DIR, stale: bool = False) -> Path | None:
+        bench_dir: Path = BENCH_DIR, stale: bool = False,
+        deadline: float | None = None, wanted: bool = False,
+        keep_going: bool = False) -> Path | None:
+    """Measure and write one run. With `deadline` (seconds from the start of measuring), no module
+    but the first starts after it: the modules measured by then are written as a partial run and the rest are
+    named, so a run that a time limit would kill keeps what it measured. With `keep_going`, a
+    module that fails costs its own measurements alone: the others are written as a partial run,
+    the failures are named, and the caller is told by TimingRunError after the write."""
+    stale = stale or wanted
     gpus = 0 if list_only and not stale else _cuda_device_count()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -310,17 +358,24 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
         if stale:
             folder = out_dir / machine_slug(listing["fingerprint"])
             estimate = full_run_estimate(folder, len(here))
+            codes = {n: listing["codes"].get(n) for n in here}
+            if wanted and gpus > 1:  # a machine of several measures what needs several; one GPU the rest
+                codes = {n: code for n, code in codes.items() if listing["needs"][n] > 1}
             try:
-                only = stale_or_new(folder, {n: listing["codes"].get(n) for n in here})
+                only = (wanted_here(folder, codes, listing["fingerprint"].get("boot_id")) if wanted
+                        else stale_or_new(folder, codes))
             except TimingError as exc:
                 raise TimingRunError(str(exc)) from None
             if not only:
-                print(f"nothing to measure: {folder.name} has a measurement of the current code "
-                      f"of each of the {len(here)} benchmarks this machine can run")
+                have = (f"{RUNS_WANTED} runs from {LEASES_WANTED} leases (or all this lease should "
+                        "make)" if wanted else "a measurement")
+                print(f"nothing to measure: {folder.name} has {have} of the current code "
+                      f"of each of the {len(codes)} benchmarks this machine measures")
                 if estimate:
                     print(estimate)
                 return None
-            print(f"{len(only)} of {len(here)} benchmarks are stale or new on {folder.name}: "
+            what = ("stale, new or short of runs" if wanted else "stale or new")
+            print(f"{len(only)} of {len(codes)} benchmarks are {what} on {folder.name}: "
                   + ", ".join(only))
             if list_only:  # what `--stale` would measure
                 if estimate:
@@ -344,8 +399,11 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
                                  f"needs more GPUs than its {gpus}")
 
         started = time.perf_counter()
-        selected, problems, documents = [], {}, []
+        selected, problems, documents, cut = [], {}, [], []
         for number, module in enumerate(modules):
+            if deadline is not None and number and time.perf_counter() - started > deadline:
+                cut = modules[number:]
+                break
             state, bench_json = _in_child(tmp, f"module{number}", [module], only, gpus, measure=True)
             selected += state["selected"]
             problems.update(state["problems"])
@@ -355,16 +413,20 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
                 documents.append(_validated(bench_json, state["selected"]))
         if problems:
             lines = [f"  {name} {what}" for name, what in sorted(problems.items())]
-            raise TimingRunError(
-                f"{len(problems)} benchmark(s) did not produce a measurement; "
-                "the timings file was not written:\n" + "\n".join(lines)
-            )
+            failed = (f"{len(problems)} benchmark(s) did not produce a measurement; "
+                      + ("the modules that measured are written as a partial run" if keep_going
+                         and documents else "the timings file was not written")
+                      + ":\n" + "\n".join(lines))
+            if not (keep_going and documents):
+                raise TimingRunError(failed)
+            # a module with a problem added no document: keep the names of those that did
+            selected = [benchmark_name(b["fullname"]) for d in documents for b in d["benchmarks"]]
         if not documents:
             raise TimingRunError("the selected benchmarks recorded no measurement")
 
         document = _merged(documents)
         fp = document["machine_info"]["fieldguide"]
-        fp["complete"] = not only
+        fp["complete"] = not only and not cut and not problems
         fp["benchmarks_run"] = len(selected)
         fp["wall_seconds"] = round(time.perf_counter() - started, 1)
         fp["process_per_module"] = True
@@ -378,6 +440,12 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
         path = path.with_name(f"{stamp}Z_{commit}-{n}.json")
     write_atomically(path, document)
 
+    if problems:
+        print(f"make timings: error: {failed}", file=sys.stderr)
+    if cut:
+        left = [n for n in wanted if names[n] in cut]
+        print(f"not measured: the deadline ({deadline:.0f} s) passed before {len(cut)} module(s) "
+              f"started; measure them with --only {' '.join(left)}")
     if not_here:
         print("not run on this machine (too few GPUs): "
               + ", ".join(f"{n} (needs {g})" for n, g in sorted(not_here.items())))
@@ -385,6 +453,9 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
     print(f"wrote {len(selected)} benchmark(s) to {shown} in {fp['wall_seconds']} s")
     if full_run := full_run_estimate(path.parent, len(here)):
         print(full_run)
+    if problems:
+        raise TimingRunError(f"{len(problems)} benchmark(s) failed (named above); the others were "
+                             f"written to {shown}")
     return path
 
 
@@ -396,6 +467,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
     parser.add_argument("--stale", action="store_true",
                         help="only the benchmarks this GPU never measured, or whose code changed since")
+    parser.add_argument("--wanted", action="store_true",
+                        help="those --stale picks, and those short of 3 runs from 2 leases (at "
+                             "most 2 from this one); on a machine of several GPUs, only "
+                             "benchmarks that need several")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="a failing module costs only its own measurements: write the others "
+                             "as a partial run, name the failures, exit 2")
+    parser.add_argument("--deadline", type=float, metavar="SECONDS",
+                        help="start no benchmark module after this many seconds; write what was "
+                             "measured by then as a partial run")
     # Internal: one child process of the run (see _in_child).
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--gpus", type=int, default=0, help=argparse.SUPPRESS)
@@ -406,10 +487,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         _measure(args.targets, args.only, args.gpus, args.bench_json, args.child, keys=args.keys)
         return 0
-    if args.stale and args.only:
-        parser.error("--stale picks the benchmarks itself: give it without --only")
+    if (args.stale or args.wanted) and args.only:
+        parser.error("--stale and --wanted pick the benchmarks themselves: give them without --only")
     try:
-        run(args.only, args.out, list_only=args.list, stale=args.stale)
+        run(args.only, args.out, list_only=args.list, stale=args.stale, deadline=args.deadline,
+            wanted=args.wanted, keep_going=args.keep_going)
     except TimingRunError as exc:
         print(f"make timings: error: {exc}", file=sys.stderr)
         return 2

@@ -36,6 +36,13 @@ DERIVED_FIELDS = ("bandwidth_gbs", "tflops", "per_op")
 DISAGREEMENT = 1.2  # runs "disagree" when the slowest run's median exceeds the fastest's by 20 %
 
 
+# A claim rests on RUNS_WANTED runs of the current code from LEASES_WANTED machine leases of the
+# reference GPU (runs on one lease share its host's quirks): the timing run's --wanted measures
+# toward it, the report lists what falls short, and the build fails a published page below it.
+RUNS_WANTED = 3
+LEASES_WANTED = 2
+
+
 class TimingError(LookupError):
     """A page or a tool asked for timing data that is missing, malformed or stale."""
 

@@ -218,7 +218,8 @@ NOT_IN_JUPYTER: dict[str, str] = {}  # page -> why its notebook cannot run in Ju
 
 # Opt-in, on a GPU: FIELDGUIDE_SAVE_OUTPUTS=DIR keeps what each notebook's cells printed, keyed by
 # each cell's code, under DIR/<gpu>/<chapter>/<page>.json (fieldguide/outputs.py; commit them
-# under outputs/). Off by default: a test run writes nothing.
+# under outputs/). Off by default: a test run writes nothing. Only `make outputs` records: one
+# notebook at a time, with the GPU to itself (fieldguide.outputs.gpu_alone refuses otherwise).
 SAVE_OUTPUTS = "FIELDGUIDE_SAVE_OUTPUTS"
 
 
@@ -246,14 +247,17 @@ def test_notebook_runs(page, kernel, tmp_path):
         with pytest.raises(nbclient_exceptions.CellExecutionError):  # runs now? take it off NOT_IN_JUPYTER
             _run(notebook_file, kernel, tmp_path)
         return
+    saving = os.environ.get(SAVE_OUTPUTS)
+    if saving:  # refused beside other work (pytest-xdist, another process on the GPU): `make outputs`
+        from fieldguide import outputs as recorded
+
+        recorded.gpu_alone()
     notebook = _run(notebook_file, kernel, tmp_path)
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     printed = "".join(o.get("text", "") for o in outputs if o.get("name") == "stdout")
     assert "CUDA GPU" in printed, "the first cell says which GPU the notebook found"
-    if os.environ.get(SAVE_OUTPUTS):
-        from fieldguide import outputs as recorded
-
-        recorded.save(notebook, docs_path(page), Path(os.environ[SAVE_OUTPUTS]))
+    if saving:
+        recorded.save(notebook, docs_path(page), Path(saving))
 
 
 @pytest.mark.fresh_interpreter

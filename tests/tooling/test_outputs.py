@@ -1,6 +1,10 @@
 """Recorded outputs (fieldguide/outputs.py): a block shows what its code printed on the GPU only
 while its code is the code that ran, and a long output starts collapsed."""
 
+import json
+
+import pytest
+
 from fieldguide import outputs
 
 SNIPPET = """\
@@ -28,7 +32,7 @@ Text.
 
 
 def recorded(by_code):
-    return outputs.Recorded("fake-gpu", "Fake GPU", "2.13.0", "2026-11-26T00:00:00Z", by_code)
+    return outputs.Recorded("fake-gpu", "Fake GPU", "2.13.0", "2026-11-26T00:00:00Z", by_code, 16)
 
 
 def stream(text):
@@ -43,7 +47,8 @@ def test_each_block_shows_what_its_code_printed(tmp_path):
         outputs.code_key("for i in range(20):\n    print(i)"): stream("".join(f"{i}\n" for i in range(20))),
     }))
     first, second = shown.split("Text.")
-    assert '???+ output "What this printed on Fake GPU (2026-11-26, PyTorch 2.13.0)"' in first
+    assert ('???+ output "What this printed on Fake GPU (the GPU to itself, 16 CPU threads; '
+            'PyTorch 2.13.0, 2026-11-26)"') in first
     assert "    hello" in first
     assert '??? output "What this printed on Fake GPU' in second  # 20 lines: collapsed
     assert "    19" in second
@@ -64,3 +69,57 @@ def test_errors_and_results_read_as_text_without_terminal_colours():
         {"output_type": "error", "ename": "RuntimeError", "evalue": "\x1b[31mCUDA out of memory\x1b[0m",
          "traceback": []},
     ]) == "tensor([1., 2.])\nRuntimeError: CUDA out of memory"
+
+
+def test_a_table_scrolls_while_other_long_lines_wrap():
+    row = "  ".join(f"column{i:02d}" for i in range(12))
+    table = "\n".join([row, "-" * len(row), row, row])
+    assert outputs.is_table(table)
+    warning = "/usr/lib/python3/site-packages/torch/some/deep/module.py:123: UserWarning: " + "x" * 80
+    assert not outputs.is_table(warning + "\n" + warning)
+    assert not outputs.is_table("a  b  c  d\n" * 5)  # a narrow table fits: it wraps nothing
+
+
+def _write(tmp_path, **fields):
+    path = tmp_path / "outputs" / "fake-gpu" / "chapter" / "page.json"
+    path.parent.mkdir(parents=True)
+    record = {"page": "chapter/page.md", "gpu": "Fake GPU", "torch": "2.13.0",
+              "date": "2026-11-28T00:00:00Z", "cells": [], **fields}
+    path.write_text(json.dumps(record))
+
+
+def test_only_outputs_recorded_with_the_gpu_to_itself_are_shown(tmp_path):
+    _write(tmp_path)  # recorded beside other work (no "alone"): its numbers are not the GPU's
+    assert outputs.load("chapter/page.md", "fake-gpu", tmp_path) is None
+
+
+def test_outputs_recorded_alone_are_shown_with_their_conditions(tmp_path):
+    _write(tmp_path, alone=True, cpu_threads=16)
+    found = outputs.load("chapter/page.md", "fake-gpu", tmp_path)
+    assert found is not None and found.cpu_threads == 16
+
+
+def test_the_recorder_refuses_under_pytest_xdist(monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    with pytest.raises(outputs.NotAlone, match="make outputs"):
+        outputs.gpu_alone()
+
+
+def test_the_recorder_refuses_beside_another_process_on_the_gpu(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    answers = {"--query-compute-apps=pid": ["4242"], "--query-gpu=memory.used": ["600"]}
+    monkeypatch.setattr(outputs, "_nvidia_smi", lambda query: answers[query])
+    with pytest.raises(outputs.NotAlone, match="4242"):
+        outputs.gpu_alone()
+    answers["--query-compute-apps=pid"] = []
+    outputs.gpu_alone()  # a context's worth of memory in use: its own, allowed
+    answers["--query-gpu=memory.used"] = ["600", "20000"]
+    with pytest.raises(outputs.NotAlone, match="GiB of GPU memory"):
+        outputs.gpu_alone()
+
+
+def test_the_recorder_refuses_where_it_cannot_see_the_gpu(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(outputs.NotAlone, match="nvidia-smi"):
+        outputs.gpu_alone()

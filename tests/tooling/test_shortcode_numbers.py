@@ -144,3 +144,35 @@ def test_a_crossover_at_the_last_size_alone_says_so():
     assert shortcodes.render_crossover(code, build, None).endswith(", the largest size measured")
     runs["fast"] = sweep({1024: 3.0, 2048: 1.0, 4096: 3.5})
     assert shortcodes.render_crossover(code, build, None).endswith("upwards")
+
+
+# --- finding: a published claim on one run (issue 40) ----------------------------------------------
+
+def _build(tmp_path, leases, slug_gpus=1):
+    (tmp_path / "benchmarks").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "benchmarks" / "bench_x.py").write_text(MODULE)
+    for i, lease in enumerate(leases):
+        write_run(tmp_path / "timings", fake_run(
+            [fake_benchmark("benchmarks/bench_x.py::bench_copy", 1.0)],
+            date=f"2026-11-2{i}T00:00:00+00:00", boot_id=lease, gpu_count=slug_gpus))
+    return shortcodes.Build(tmp_path, "fake-gpu-9000")
+
+
+@pytest.mark.parametrize(("leases", "short"), [
+    (["a"], True), (["a", "a", "a"], True), (["a", "b"], True), (["a", "a", "b"], False),
+])
+def test_a_number_of_the_reference_gpu_needs_three_runs_from_two_leases(tmp_path, leases, short):
+    build = _build(tmp_path, leases)
+    _, page = build.render_page("<!-- timing-value: x.copy median -->", "p.md", "p/")
+    found = build.too_few_runs(page)
+    assert bool(found) == short
+    if short:
+        assert found[0].startswith("x.copy on fake-gpu-9000: ") and "make gpu-round" in found[0]
+
+
+def test_a_machine_of_several_reference_gpus_needs_them_too_and_another_gpu_does_not(tmp_path):
+    build = _build(tmp_path, ["a"], slug_gpus=2)
+    _, page = build.render_page("<!-- timing-value: x.copy median gpu=2x-fake-gpu-9000 -->", "p.md", "p/")
+    assert build.too_few_runs(page)
+    assert build.is_reference("2x-fake-gpu-9000") and build.is_reference("fake-gpu-9000")
+    assert not build.is_reference("other-fake-gpu-9000") and not build.is_reference("nvidia-h100")

@@ -67,8 +67,8 @@ def bench_env(tmp_path, monkeypatch):
         del sys.modules[module]
 
 
-def run(bench_dir, out_dir, only=None, stale=False):
-    return timing_run.run(only, out_dir, bench_dir=bench_dir, stale=stale)
+def run(bench_dir, out_dir, only=None, stale=False, wanted=False):
+    return timing_run.run(only, out_dir, bench_dir=bench_dir, stale=stale, wanted=wanted)
 
 
 @pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
@@ -171,10 +171,60 @@ def test_stale_measures_only_what_changed_or_was_never_measured_here(bench_env, 
     assert "2 of 3 benchmarks are stale or new on fake-gpu-9000: good.fast, third.new" in out
 
 
+@pytest.mark.parametrize(("records", "lease", "wanted"), [
+    ([], "a", 2),                                  # new: two here, the third from another lease
+    ([("a", "r1")], "a", 1),
+    ([("a", "r1"), ("a", "r2")], "a", 0),          # the third must come from another lease
+    ([("a", "r1"), ("a", "r2")], "b", 1),          # ... and this is one
+    ([("a", "r1")], "b", 2),                       # one run elsewhere: two more make three
+    ([("a", "r1"), ("b", "r2"), ("b", "r3")], "c", 0),
+    ([(None, "r1"), (None, "r2")], "a", 1),        # runs without a lease count as leases apart
+])
+def test_a_lease_makes_the_runs_that_three_from_two_leases_need(records, lease, wanted):
+    assert timing_run.runs_wanted_here(records, lease) == wanted
+
+
+@pytest.mark.fresh_interpreter  # timing runs: a child pytest per module
+def test_wanted_runs_until_three_runs_from_two_leases(bench_env, monkeypatch, capsys):
+    bench_dir, out_dir = bench_env(good=GOOD)
+    for _ in range(2):
+        assert run(bench_dir, out_dir, wanted=True) is not None   # two on this lease ...
+    assert run(bench_dir, out_dir, wanted=True) is None             # ... and no third
+    assert "nothing to measure" in capsys.readouterr().out
+    fake_fingerprint(monkeypatch, boot_id="boot-2")                 # another lease
+    assert run(bench_dir, out_dir, wanted=True) is not None
+    assert run(bench_dir, out_dir, wanted=True) is None
+    bench = Timings.load(out_dir / "fake-gpu-9000").benchmark("good.fast")
+    assert len(bench.records) == 3 and {r.run.lease for r in bench.records} == {"boot-1", "boot-2"}
+
+
+@pytest.mark.fresh_interpreter
+def test_a_deadline_keeps_what_was_measured_and_names_the_rest(bench_env, capsys):
+    bench_dir, out_dir = bench_env(good=GOOD, other=GOOD.replace("bench_fast", "bench_slow"))
+    path = timing_run.run(None, out_dir, bench_dir=bench_dir, deadline=0)
+    data = json.loads(path.read_text())
+    assert [benchmark_name(b["fullname"]) for b in data["benchmarks"]] == ["good.fast"]
+    assert data["machine_info"]["fieldguide"]["complete"] is False  # never passes for a full run
+    assert "not measured: the deadline (0 s) passed before 1 module(s) started; measure them " \
+           "with --only other.slow" in capsys.readouterr().out
+
+
+@pytest.mark.fresh_interpreter
+def test_keep_going_writes_the_modules_that_measured_and_still_fails(bench_env):
+    bench_dir, out_dir = bench_env(good=GOOD, broken=BROKEN)
+    with pytest.raises(timing_run.TimingRunError, match="1 benchmark"):
+        timing_run.run(None, out_dir, bench_dir=bench_dir, keep_going=True)
+    (path,) = (out_dir / "fake-gpu-9000").glob("*.json")
+    data = json.loads(path.read_text())
+    assert [benchmark_name(b["fullname"]) for b in data["benchmarks"]] == ["good.fast"]
+    assert data["machine_info"]["fieldguide"]["complete"] is False
+    assert data["machine_info"]["fieldguide"]["benchmarks_run"] == 1
+
+
 def test_stale_and_only_do_not_go_together(capsys):
     with pytest.raises(SystemExit):
         timing_run.main(["--stale", "--only", "x.y"])
-    assert "--stale picks the benchmarks itself" in capsys.readouterr().err
+    assert "--stale and --wanted pick the benchmarks themselves" in capsys.readouterr().err
 
 
 def test_no_cuda_is_a_clear_error(monkeypatch, capsys):
