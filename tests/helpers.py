@@ -219,3 +219,27 @@ def within(seconds: float, call):
     runner.join(timeout=seconds)
     assert not runner.is_alive(), f"still waiting after {seconds} s for a child that died"
     return ended[0]
+
+
+# --- What a page printed on the reference GPU (outputs/, recorded alone) --------------------------
+
+def printed_on_reference_gpu(page: str) -> tuple[str, str]:
+    """(what `page`'s code blocks printed, in order, as one text; the GPU) as recorded alone on
+    the site's GPU for the page's current code. Fails when no such record covers every block:
+    `make outputs` on that GPU records it."""
+    from fieldguide import outputs, record_outputs
+
+    slug = outputs.site_gpu(ROOT)
+    recorded = outputs.load(page, slug, ROOT)
+    cells = record_outputs.code_cells(ROOT, page)
+    found = [recorded.outputs_of(code) if recorded else None for code in cells]
+    missing = sum(f is None for f in found)
+    assert recorded is not None and not missing, (
+        f"{page}: {missing} of {len(cells)} code blocks have no output recorded alone on {slug} "
+        "for their current code; run `make outputs` there (docs/contributing.md)")
+    return "\n".join(outputs.as_text(f) for f in found if f), recorded.gpu
+
+
+def within_runs(value: float, per_run: list[float], slack: float) -> bool:
+    """Whether one measurement lies inside the runs' range widened by `slack` (a fraction)."""
+    return min(per_run) * (1 - slack) <= value <= max(per_run) * (1 + slack)

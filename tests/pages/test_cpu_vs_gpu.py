@@ -11,7 +11,14 @@ import torch
 from fieldguide import roofline
 from fieldguide.timings import TimingError
 from snippets.foundations import cpu_vs_gpu as snippet
-from tests.helpers import MEDIAN_TIME_ORDER, assert_each_waits_for_its_gpu_work, fake_bench, median_time_order
+from tests.helpers import (
+    MEDIAN_TIME_ORDER,
+    assert_each_waits_for_its_gpu_work,
+    fake_bench,
+    median_time_order,
+    printed_on_reference_gpu,
+    within_runs,
+)
 
 pytestmark = pytest.mark.snippet("snippets/foundations/cpu_vs_gpu.py")
 
@@ -313,3 +320,31 @@ def test_lower_precisions_are_faster_and_less_exact_in_every_run(measured):
             record = run.record(name)
             assert record.value("median") < fp32.value("median"), (run, name)
             assert record.value("relative_error") > fp32.value("relative_error"), (run, name)
+
+
+# --- What the page printed agrees with the table beside it (issue 40) --------------------------
+
+# The printed run is one short measurement in a notebook; the table is the median over timing
+# runs. Recorded with the GPU to itself, it lies within the runs' range widened by this much.
+PRINTED_SLACK = 0.15
+
+
+def test_the_printed_rates_agree_with_the_measured_table():
+    import re
+
+    from fieldguide.outputs import site_gpu
+    from fieldguide.timings import Timings
+
+    text, gpu = printed_on_reference_gpu("foundations/cpu-vs-gpu.md")
+    timings = Timings.for_gpu(site_gpu())
+    rows = re.finditer(r"^(\w+) matmul 8192x8192: ([\d.]+) TFLOP/s", text, re.M)
+    printed = {m[1]: float(m[2]) for m in rows}
+    assert set(printed) == set(snippet.PRECISIONS), text
+    for precision, tflops in printed.items():
+        bench = timings.benchmark(f"cpu_vs_gpu.matmul[{precision}]")
+        per_run = [r.value("flops") / r.stats["median"] / 1e12 for r in bench.records]
+        assert within_runs(tflops, per_run, PRINTED_SLACK), (gpu, precision, tflops, per_run)
+    copy = float(re.search(r"^copy 1024 MiB: ([\d.]+) GB/s", text, re.M)[1])
+    bench = timings.benchmark("cpu_vs_gpu.copy")
+    per_run = [r.value("bytes") / r.stats["median"] / 1e9 for r in bench.records]
+    assert within_runs(copy, per_run, PRINTED_SLACK), (gpu, copy, per_run)

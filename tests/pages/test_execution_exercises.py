@@ -7,6 +7,8 @@ import time
 import pytest
 import torch
 
+from tests.helpers import printed_on_reference_gpu
+
 pytestmark = pytest.mark.snippet("snippets/execution/execution_exercises.py")
 
 CLAIMS = {"undercount": 10}  # on a GPU, the wrong clock sees under a tenth of the product
@@ -101,3 +103,15 @@ def test_on_a_gpu_the_queued_loop_synchronizes_only_after_it(snippet):
     after = count_syncs(lambda: snippet.train_queued(*second))
     assert before >= 2 * steps
     assert after <= 2, "at most bool(finite) and total.item(), after the loop"
+
+
+def test_the_printed_run_shows_the_lesson():
+    """What the page printed on the reference GPU, recorded alone: the wrong clock saw under
+    1/undercount of the product's real time (a cold first product, billed to the wrong clock,
+    once made it read 2.3 times the real time instead)."""
+    import re
+
+    text, gpu = printed_on_reference_gpu("execution/execution-exercises.md")
+    wrong = float(re.search(r"^wrong: (\d+) us per product", text, re.M)[1])
+    right = float(re.search(r"^right: (\d+) us per product", text, re.M)[1])
+    assert wrong < right / CLAIMS["undercount"], (gpu, wrong, right)
