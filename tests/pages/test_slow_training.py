@@ -82,6 +82,21 @@ def test_convolutions_count_as_float32_only_when_cudnn_tf32_is_off(snippet, tmp_
     assert snippet.read_trace(path).fp32_products == 1
 
 
+def test_a_convolution_nets_products_are_counted_once_each_way(snippet, tmp_path,
+                                                               precision):
+    # aten::convolution (forward, its kernels launched under aten::cudnn_convolution on a
+    # GPU) and aten::convolution_backward, each counted once though nested ops run below
+    conv = torch.nn.Conv2d(3, 8, 3).to(snippet.device)
+    x = torch.randn(4, 3, 16, 16, device=snippet.device)
+    precision.cudnn.conv.fp32_precision = "ieee"  # strict float32 convolutions
+    path = tmp_path / "conv.json"
+    snippet.take_trace(path, lambda: conv(x).square().mean().backward())
+    s = snippet.read_trace(path)
+    assert s.products == s.fp32_products == 3 * 2, s  # three recorded steps
+    if snippet.device.type == "cuda":  # the kernels found under their ops, both ways
+        assert s.fp32_product_us > 0, s
+
+
 def test_autocast_takes_the_products_out_of_float32(snippet, tmp_path):
     path = tmp_path / "autocast.json"
     x, y = snippet.batch()
