@@ -46,7 +46,7 @@ STEPS = {  # technique: keyword arguments of make(), micro-batches, compute dtyp
 # What of the host these numbers measure (fieldguide/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
-    "sequence[truncated]": "Python and launches: 64 backward passes of short chunks",
+    "sequence[truncated]": "Python and launches: 32 backward passes of short chunks",
     "step[offload]": "the host's CPU, memory and PCIe link copying saved activations",
 }
 

@@ -378,7 +378,8 @@ TRACE_NOTES = [
 def draw_trace(ax, colors):
     """Two steps as Perfetto or chrome://tracing shows them: the Python thread's spans nested
     (user annotation, aten:: operator, CUDA runtime call), the CUDA stream's kernels, the flow
-    arrow from each launch to its kernel, and the gap where the GPU waits for the host."""
+    arrow from each launch to its kernel, the loss's copy to the host that .item() waits for,
+    and the gap where the GPU waits for the host."""
     cpu, gpu, wait = charts.PALETTE[0], charts.PALETTE[1], charts.PALETTE[3]
     _canvas(ax, 10, 6.0)
     top, mid, low, stream = 0.45, 0.92, 1.39, 2.75
@@ -398,7 +399,7 @@ def draw_trace(ax, colors):
             va="center")
     kernels = TRACE_KERNELS
     _box(ax, 4.4, top, 2.1, 0.42, "aten::item", cpu, colors)
-    _box(ax, 4.45, mid, 2.05, 0.42, "cudaStream…", wait, colors, dashed=True)
+    _box(ax, 4.45, mid, 2.15, 0.42, "cudaStream…", wait, colors, dashed=True)
     # step 2 starts after the host's own work; meanwhile the GPU has nothing queued
     _box(ax, 6.6, top, 1.45, 0.42, "host code", cpu, colors)
     _box(ax, 8.15, top, 1.8, 0.42, "forward", cpu, colors)
@@ -413,7 +414,11 @@ def draw_trace(ax, colors):
         start = 8.5 + i * 0.6
         _box(ax, start, stream, 0.55, 0.42, "", gpu, colors)
         _arrow(ax, (8.48 + i * 0.58, low + 0.42), (start + 0.08, stream), colors, width=0.8)
-    ax.annotate("", xy=(6.45, stream + 0.21), xytext=(8.5, stream + 0.21),
+    # .item() copies the loss to the host: a thin copy after the last kernel, then the wait ends
+    _box(ax, 6.45, stream, 0.12, 0.42, "", wait, colors)
+    ax.text(6.51, stream - 0.2, "Memcpy DtoH", ha="center", va="center", fontsize=SMALL_PT,
+            color=colors["text"])
+    ax.annotate("", xy=(6.6, stream + 0.21), xytext=(8.5, stream + 0.21),
                 arrowprops={"arrowstyle": "<->", "color": colors["text"], "linewidth": 0.8})
     ax.text(7.7, stream + 0.7, "GPU idle", ha="center", va="center", fontsize=SMALL_PT,
             color=colors["text"])
@@ -652,12 +657,14 @@ DIAGRAMS: dict[str, Diagram] = {
         description=(
             "A schematic of the trace viewer with two rows. The upper row is the Python thread: "
             "a span named forward contains two aten::mm operator spans, and each of those a "
-            "short launch call such as cudaLaunchKernel (cuBLAS on an H100 often launches through "
+            "short launch call such as cudaLaunchKernel (cuBLAS on Hopper GPUs often launches through "
             "cudaLaunchKernelExC or cuLaunchKernelEx instead). After forward comes a long span in "
             "which item() calls cudaStreamSynchronize, then a span of other host work, then the next step's "
             "forward. The lower row is the CUDA stream: two gemm kernels, each linked by a flow "
             "arrow from the launch that started it; they start later than their launches and "
-            "run back to back. Callout 1: the host runs ahead, forward ends before its last "
+            "run back to back, and after them a thin device-to-host copy (Memcpy DtoH) brings "
+            "the loss to the host; the synchronization ends when it does. "
+            "Callout 1: the host runs ahead, forward ends before its last "
             "kernel does. Callout 2: the synchronization, where the thread waits for the stream. "
             "Callout 3: the flow arrows from each launch to its kernel. Callout 4: a gap in the "
             "stream row while the host does its own work, time in which the GPU is idle and "

@@ -154,14 +154,16 @@ def tensors_in_cycles():
     """
     import gc  # the standard library's interface to the cyclic garbage collector
 
-    gc.set_debug(gc.DEBUG_SAVEALL)  # keep what the collection finds, to look at it
+    flags, before = gc.get_debug(), len(gc.garbage)  # the caller's, left as they were
+    gc.set_debug(flags | gc.DEBUG_SAVEALL)  # keep what the collection finds, to look
     try:
         gc.collect()
+        # type(), not isinstance(): the garbage can hold weak proxies to dead objects
         found = [(tuple(t.shape), t.dtype, t.device, t.untyped_storage().nbytes())
-                 for t in gc.garbage if torch.is_tensor(t)]
+                 for t in gc.garbage[before:] if issubclass(type(t), torch.Tensor)]
     finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
+        gc.set_debug(flags)
+        del gc.garbage[before:]  # only what this collection added
     gc.collect()  # now the collector frees them, and their GPU memory goes back
     return found
 

@@ -70,7 +70,8 @@ def quantize(x):
 # --8<-- [start:overflow]
 def cast_past_the_range():
     """What an unclamped cast makes of values past each format's largest value."""
-    e4m3 = torch.tensor([464.0, 465.0, 1000.0], device=device).to(FP8)
+    past = [464.0, 465.0, 1000.0, float("inf")]  # inf: an overflow further up
+    e4m3 = torch.tensor(past, device=device).to(FP8)
     e5m2 = torch.tensor([1e6], device=device).to(torch.float8_e5m2)
     return e4m3.float().tolist(), e5m2.float().item()
 # --8<-- [end:overflow]

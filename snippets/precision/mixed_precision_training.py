@@ -271,6 +271,75 @@ def load_checkpoint(path, model, optimizer, scaler):
 # --8<-- [end:checkpoint]
 
 
+# --8<-- [start:compiled]
+def compiled_under_autocast(dtype=torch.bfloat16):
+    """The autocast section's layer, compiled, called inside and outside autocast:
+    the compiler traces the region with the autocast state in force at the call."""
+    compiled = torch.compile(layer)
+    with torch.autocast(device.type, dtype=dtype):
+        logits = compiled(x)                     # traced with autocast's rules
+        loss = F.cross_entropy(logits, labels)   # float32, as in eager mode
+    loss.backward()                              # outside autocast, as always
+    plain = compiled(x)  # autocast is off now: a new trace, in float32
+    return logits.dtype, loss.dtype, plain.dtype
+# --8<-- [end:compiled]
+
+
+# --8<-- [start:float32_region]
+def float32_region(dtype=torch.bfloat16):
+    """A region autocast must leave alone. enabled=False turns autocast off inside,
+    but what comes in from outside is already 16-bit: cast it to float32 yourself."""
+    with torch.autocast(device.type, dtype=dtype):
+        h = layer(x)                                      # bfloat16
+        with torch.autocast(device.type, enabled=False):
+            as_it_came = h @ h.T                          # still bfloat16
+            exact = h.float() @ h.float().T               # float32, as written
+        after = layer(x)                                  # autocast is back on
+    return h.dtype, as_it_came.dtype, exact.dtype, after.dtype
+# --8<-- [end:float32_region]
+
+
+# --8<-- [start:scale_watch]
+def nonfinite_grads(model):
+    """After scaler.unscale_(optimizer): the parameters whose gradient has an inf or
+    a NaN, the ones that made the scaler skip this step."""
+    return [name for name, p in model.named_parameters()
+            if p.grad is not None and not torch.isfinite(p.grad).all()]
+
+
+def scale_collapsing(scales, steps=10):
+    """scaler.get_scale() after each update: halved at each of the last `steps`
+    updates (a skipped step multiplies the scale by backoff_factor, 0.5)."""
+    recent = scales[-steps - 1:]
+    return len(recent) > steps and all(
+        after == before / 2
+        for before, after in zip(recent[:-1], recent[1:], strict=True))
+# --8<-- [end:scale_watch]
+
+
+# --8<-- [start:scale_collapse]
+def scale_under_overflow(steps=12):
+    """float16 training whose head overflows at every step, as a model that makes
+    inf itself would: the scale halves each step, and the same gradient is at fault."""
+    model, optimizer, scaler = make_training("fp16")
+    tokens, targets = make_batches(1)
+    model.head.weight.register_hook(lambda grad: grad * float("inf"))
+    scales = []
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.float16):
+            logits = model(tokens[0])
+            loss = F.cross_entropy(logits.flatten(0, 1), targets[0].flatten())
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        at_fault = nonfinite_grads(model)
+        scaler.step(optimizer)  # skipped: a gradient is not finite
+        scaler.update()         # the scale halves
+        scales.append(scaler.get_scale())
+    return scales, at_fault
+# --8<-- [end:scale_collapse]
+
+
 if __name__ == "__main__":
     # --8<-- [start:main]
     import tempfile
@@ -293,4 +362,11 @@ if __name__ == "__main__":
         restored = torch.amp.GradScaler(device.type)
         load_checkpoint(f"{folder}/checkpoint.pt", model, optimizer, restored)
     print(f"restored scale {restored.get_scale()}")
+    print("compiled under autocast: logits {}, loss {}; outside autocast {}".format(
+        *compiled_under_autocast()))
+    print("float32 region: {} in, {} as it came, {} cast, {} after".format(
+        *float32_region()))
+    scales, at_fault = scale_under_overflow()
+    print(f"scale {scales[0]} -> {scales[-1]}, collapsing {scale_collapsing(scales)}, "
+          f"at fault {at_fault}")
     # --8<-- [end:main]

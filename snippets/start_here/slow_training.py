@@ -1,6 +1,7 @@
 """My training is slow: take one torch.profiler trace of a few training steps, then read from
-it which symptom the step shows (the GPU waits, many tiny kernels, float32 matrix products, or
-a GPU that is simply full), so that the page can send the reader to the fix.
+it which symptom the step shows (the GPU waits on a synchronization or on host work, tiny
+kernels launched one at a time, float32 matrix products, or a GPU that is simply full), each
+with its share of the step, so that the page can send the reader to the fix.
 
 Run it: python -m snippets.start_here.slow_training
 """
@@ -68,46 +69,69 @@ def take_trace(path, one_step, steps=5):
 
 # --8<-- [start:read]
 import json
+from bisect import bisect_left
 from dataclasses import dataclass
 
 GPU_WORK = {"kernel", "gpu_memcpy", "gpu_memset"}  # what keeps a GPU busy
+HOST_CALLS = {"cuda_runtime", "cuda_driver"}  # launches, copies, synchronizations
 MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
-# the host op; its kernels run under aten::cudnn_convolution
-CONVOLUTIONS = {"aten::convolution"}
+# the host op, the op cuDNN's forward kernels run under, and the backward op
+CONVOLUTIONS = {"aten::convolution", "aten::cudnn_convolution",
+                "aten::convolution_backward"}
 TINY_US = 10  # a kernel shorter than this ends before the host can launch the next one
+KERNEL_WAIT_US = 5  # a gap before a kernel already launched: the GPU's own overhead
 
 
 @dataclass
 class Symptoms:
-    span_us: float  # from the first recorded step's start to the last GPU work's end
+    span_us: float  # the recorded steps, from their first GPU work to their end
     gpu_busy_us: float  # time with at least one kernel or copy running
+    idle_us: dict  # the GPU's idle time by cause (see idle_cause)
     longest_gaps_us: list  # the longest stretches with nothing on the GPU
     kernels: int
     tiny_kernels: int  # kernels shorter than TINY_US
-    kernel_us: float  # time of all kernels, added up
-    tiny_kernel_us: float  # ... of the kernels shorter than TINY_US
     products: int  # matrix products and convolutions
     fp32_products: int  # ... of them with float32 inputs that run in strict float32
     fp32_product_us: float  # GPU time of their kernels (none in a CPU trace)
 
+    def share(self, *causes):  # of the step, idle time by cause
+        return sum(self.idle_us.get(c, 0) for c in causes) / self.span_us
+
     @property
     def gpu_idle_share(self):
         return 1 - self.gpu_busy_us / self.span_us
-
-    @property
-    def tiny_kernel_share(self):  # of the kernels' time, not of their number
-        return self.tiny_kernel_us / self.kernel_us if self.kernel_us else 0.0
 
 
 def strict_float32():
     """The float32 products that run in full float32 under this process's settings: the
     trace's `Input type` says float either way, TF32 or not."""
     strict = set()
-    if torch.backends.cuda.matmul.fp32_precision != "tf32":  # the default, "highest"
+    if torch.backends.cuda.matmul.fp32_precision != "tf32":  # default "none": ieee
         strict |= MATMULS
     if torch.backends.cudnn.conv.fp32_precision != "tf32":  # cuDNN defaults to TF32
         strict |= CONVOLUTIONS
     return strict
+
+
+def idle_cause(gap, since, call, done, launching):
+    """Why the GPU sat idle `gap` µs from `since` until its next work, whose launch
+    call on the host is `call`: Holistic Trace Analysis' split (host wait, kernel
+    wait, other), the host wait told apart by what the host row shows."""
+    if call is None or call["ts"] <= since:  # launched before the GPU ran dry
+        return "kernel wait" if gap < KERNEL_WAIT_US else "other"
+    start, end = since, call["ts"]  # the host launched late: what did it do?
+    if any(e["ts"] < end and e["ts"] + e["dur"] > start for e in done
+           if e.get("cat") in HOST_CALLS and "Synchronize" in e["name"]):
+        return "sync"  # it waited for the GPU, then did the step's host work
+    spans = sorted((max(start, e["ts"]), min(end, e["ts"] + e["dur"])) for e in done
+                   if e.get("cat") in ("cpu_op", "user_annotation")
+                   and e["tid"] == call["tid"] and id(e) not in launching
+                   and e["ts"] < end and e["ts"] + e["dur"] > start)
+    host_work, reach = 0.0, start  # time under operators that launched nothing:
+    for a, b in spans:  # making a batch, a loader, the CPU's own work
+        host_work += max(0.0, b - max(a, reach))
+        reach = max(reach, b)
+    return "host work" if host_work > (end - start) / 2 else "launch"
 
 
 def read_trace(path):
@@ -127,71 +151,95 @@ def read_trace(path):
     if not steps:
         raise ValueError(f"{path}: no ProfilerStep# in the trace; call prof.step() "
                          "after each step inside the profile() block")
-    on_gpu = [e for e in done if e.get("cat") in GPU_WORK]
-    gpu = sorted((e["ts"], e["ts"] + e["dur"]) for e in on_gpu)
-    busy, gaps, end = 0.0, [], None
-    for start, stop in gpu:  # merge overlapping work: the GPU is busy or it is not
-        if end is not None and start > end:
+    gpu = sorted((e for e in done if e.get("cat") in GPU_WORK), key=lambda e: e["ts"])
+    calls = {e["args"]["correlation"]: e for e in done
+             if e.get("cat") in HOST_CALLS and "correlation" in e.get("args", {})}
+    launch = [calls.get(e.get("args", {}).get("correlation")) for e in gpu]
+    ops = [e for e in done if e.get("cat") in ("cpu_op", "user_annotation")]
+    # each host op, with the host calls that launched GPU work inside it
+    starts = {}
+    for call in filter(None, launch):
+        starts.setdefault(call["tid"], []).append(call["ts"])
+    for times in starts.values():
+        times.sort()
+    launching = set()
+    for op in ops:
+        times = starts.get(op["tid"], [])
+        i = bisect_left(times, op["ts"])
+        if i < len(times) and times[i] <= op["ts"] + op["dur"]:
+            launching.add(id(op))
+    # from the first GPU work (the host work before it belongs to an earlier step)
+    first = max([min(e["ts"] for e in steps)] + [e["ts"] for e in gpu[:1]])
+    last = max([e["ts"] + e["dur"] for e in steps] + [e["ts"] + e["dur"] for e in gpu])
+    busy, gaps, end = 0.0, [], first
+    idle = dict.fromkeys(["sync", "host work", "launch", "kernel wait", "other"], 0.0)
+    for e, call in zip(gpu, launch, strict=True):  # the GPU is busy or it is not
+        start, stop = e["ts"], e["ts"] + e["dur"]
+        if start > end:
             gaps.append(start - end)
-        if end is None or start > end:
-            busy += stop - start
-        elif stop > end:
-            busy += stop - end
-        end = stop if end is None else max(end, stop)
-    first = min(e["ts"] for e in steps)
-    last = max([e["ts"] + e["dur"] for e in steps] + [stop for _, stop in gpu])
-    kernels = [e["dur"] for e in done if e.get("cat") == "kernel"]
-    tiny = [d for d in kernels if d < TINY_US]
-    products = [e for e in done if e.get("cat") == "cpu_op"
-                and e["name"] in MATMULS | CONVOLUTIONS]
+            idle[idle_cause(start - end, end, call, done, launching)] += start - end
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    if gpu:  # after the last GPU work: the host ends the step
+        idle["other"] += last - end
+    kernels = [e["dur"] for e in gpu if e["cat"] == "kernel"]
+    # a product's kernels are those its host op launched, at any depth below it
+    nested = [e for e in ops if e["name"] in MATMULS | CONVOLUTIONS]
+    products = [e for e in nested if not any(  # the outermost: a product counts once
+        p is not e and p["tid"] == e["tid"] and p["ts"] <= e["ts"] <= p["ts"] + p["dur"]
+        for p in nested)]
     strict = strict_float32()
     fp32 = [e for e in products if e["name"] in strict
             and "float" in e.get("args", {}).get("Input type", [])]
-    # a kernel's "External id" is that of the operator that launched it
-    fp32_ids = {e["args"].get("External id") for e in fp32} - {None}
-    fp32_kernel_us = sum(e["dur"] for e in done if e.get("cat") == "kernel"
-                         and e.get("args", {}).get("External id") in fp32_ids)
-    return Symptoms(span_us=last - first, gpu_busy_us=busy,
+    fp32_us = sum(e["dur"] for e, call in zip(gpu, launch, strict=True) if call and any(
+        p["tid"] == call["tid"] and p["ts"] <= call["ts"] <= p["ts"] + p["dur"]
+        for p in fp32))
+    return Symptoms(span_us=last - first, gpu_busy_us=busy, idle_us=idle,
                     longest_gaps_us=sorted(gaps, reverse=True)[:3],
-                    kernels=len(kernels), tiny_kernels=len(tiny),
-                    kernel_us=sum(kernels), tiny_kernel_us=sum(tiny),
+                    kernels=len(kernels),
+                    tiny_kernels=sum(d < TINY_US for d in kernels),
                     products=len(products), fp32_products=len(fp32),
-                    fp32_product_us=fp32_kernel_us)
+                    fp32_product_us=fp32_us)
 # --8<-- [end:read]
 
-
 # --8<-- [start:decide]
-def where_to_look(s, idle_share=0.2, tiny_share=0.5):
-    """The branches this trace takes, the largest share of the step first.
+MIN_SHARE = 0.1  # a branch is listed when it costs at least a tenth of the step
+BRANCHES = {  # each branch, and the causes of idle time that it costs
+    "the GPU waits while the host synchronizes: read metrics every N steps": ["sync"],
+    "the GPU waits for host work: DataLoader workers, pinned memory": ["host work"],
+    "tiny kernels, launched one by one: CUDA graphs, fusion": ["launch", "kernel wait"],
+    "idle for a reason one trace cannot show: HTA, Nsight Systems": ["other"],
+}
+FP32 = "float32 products: TF32, bf16 autocast"
+BUSY = "the GPU is busy: compare with its peak, then more GPUs"
 
-    A launch-bound step takes the first two: the host row of the trace, during the
-    gaps, tells them apart.
+
+def where_to_look(s, min_share=MIN_SHARE):
+    """(share of the step, branch) for each branch this trace takes, largest first.
+
+    A trace without GPU work (taken on a CPU) has no shares to rank: only its float32
+    products show, with the share None.
     """
-    found = []  # (share of the step, branch)
-    if s.kernels and s.gpu_idle_share > idle_share:
-        waits = "the GPU waits: data loading, synchronizations"
-        found.append((s.gpu_idle_share, waits))
-    if s.kernels and s.tiny_kernel_share > tiny_share:
-        tiny = "tiny kernels: CUDA graphs, fusion"
-        found.append((s.tiny_kernel_us / s.span_us, tiny))
-    if s.fp32_products:  # a CPU trace has no kernel time: the branch is listed, last
-        fp32 = "float32 products: TF32, bf16 autocast"
-        found.append((s.fp32_product_us / s.span_us, fp32))
-    if not found:
-        return ["the GPU is busy: compare with its peak, then more GPUs"]
-    return [branch for _, branch in sorted(found, key=lambda f: f[0], reverse=True)]
+    if not s.kernels:
+        return [(None, FP32)] if s.fp32_products else []
+    found = [(s.share(*causes), branch) for branch, causes in BRANCHES.items()]
+    found.append((s.fp32_product_us / s.span_us, FP32))
+    found = [(share, branch) for share, branch in found if share >= min_share]
+    return sorted(found, reverse=True) or [(s.gpu_busy_us / s.span_us, BUSY)]
 # --8<-- [end:decide]
 
 
 if __name__ == "__main__":
     # --8<-- [start:main]
     print(take_trace("trace.json", lambda: train_step(*batch())))
-    symptoms = read_trace("trace.json")
-    print(f"{symptoms.kernels} kernels, {symptoms.tiny_kernels} under {TINY_US} µs "
-          f"({symptoms.tiny_kernel_share:.0%} of the kernels' time)")
-    print(f"{symptoms.fp32_products} of {symptoms.products} products in strict float32")
-    if symptoms.kernels:
-        print(f"GPU idle {symptoms.gpu_idle_share:.0%} of the recorded steps")
-        print("longest gaps (µs):", [round(g) for g in symptoms.longest_gaps_us])
-    print("Look at:", "; ".join(where_to_look(symptoms)))
+    s = read_trace("trace.json")
+    print(f"{s.kernels} kernels, {s.tiny_kernels} under {TINY_US} µs; "
+          f"{s.fp32_products} of {s.products} products in strict float32")
+    if s.kernels:
+        print(f"GPU idle {s.gpu_idle_share:.0%} of the recorded steps:", ", ".join(
+            f"{cause} {us / s.span_us:.0%}" for cause, us in s.idle_us.items()))
+        print("longest gaps (µs):", [round(g) for g in s.longest_gaps_us])
+    for share, branch in where_to_look(s):
+        print("Look at:", branch, "(share unknown: no GPU in the trace)"
+              if share is None else f"({share:.0%} of the step)")
     # --8<-- [end:main]

@@ -55,18 +55,25 @@ def test_quantize_maps_the_largest_value_to_fp8s_largest(fp8):
 
 
 def test_casting_past_448_changed_in_pytorch_2_12(snippet):
-    """The page: unclamped, 464 rounds to 448 and 465 and 1000 become NaN up to PyTorch 2.11;
-    from 2.12 e4m3 casts saturate at 448. e5m2 has an infinity and overflows to it."""
+    """The page: unclamped, 464 rounds to 448 and 465, 1000 and inf become NaN up to PyTorch
+    2.11; from 2.12 e4m3 casts saturate at 448, inf included. e5m2 has an infinity and
+    overflows to it."""
     import math
 
     from torch.torch_version import TorchVersion
 
     e4m3, e5m2 = snippet.cast_past_the_range()
     if TorchVersion(torch.__version__) >= "2.12":
-        assert e4m3 == [448.0, 448.0, 448.0], e4m3
+        assert e4m3 == [448.0, 448.0, 448.0, 448.0], e4m3
     else:
-        assert e4m3[0] == 448.0 and math.isnan(e4m3[1]) and math.isnan(e4m3[2]), e4m3
+        assert e4m3[0] == 448.0 and all(math.isnan(v) for v in e4m3[1:]), e4m3
     assert math.isinf(e5m2), e5m2
+
+
+def test_a_value_a_hair_above_448_rounds_to_448_on_every_version(snippet):
+    # The page: only from 464 (the tie, rounded to even) does a cast reach past 448.
+    near = torch.tensor([448.5, 450.0, 463.9, 464.0], device=snippet.device)
+    assert near.to(snippet.FP8).float().tolist() == [448.0] * 4
 
 
 def test_clamping_first_gives_the_same_fp8_values_on_every_version(snippet):

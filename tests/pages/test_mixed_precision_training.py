@@ -151,6 +151,33 @@ def test_checkpoint_restores_the_scalers_state(snippet, batch, tmp_path):
         assert torch.equal(p, q)
 
 
+# --- The corner cases: compile, a float32 region, a collapsing scale ----------------------------
+
+def test_a_compiled_layer_follows_the_autocast_in_force_at_each_call(snippet):
+    logits, loss, plain = snippet.compiled_under_autocast()
+    assert (logits, loss, plain) == (torch.bfloat16, torch.float32, torch.float32)
+
+
+def test_autocast_off_inside_autocast_needs_its_inputs_cast_by_hand(snippet):
+    came_in, as_it_came, cast, after = snippet.float32_region()
+    assert came_in == as_it_came == after == torch.bfloat16  # off: no casts at all
+    assert cast == torch.float32
+
+
+def test_a_model_that_overflows_every_step_collapses_the_scale(snippet):
+    scales, at_fault = snippet.scale_under_overflow(steps=12)
+    assert scales == [65536.0 / 2 ** (i + 1) for i in range(12)]  # halved at every step
+    assert snippet.scale_collapsing(scales) and at_fault == ["head.weight"]
+
+
+def test_a_healthy_scale_is_not_collapsing(snippet):
+    # skipped steps early on, then growth (GradScaler's growth_factor 2.0): no collapse
+    healthy = [65536.0, 32768.0, 16384.0] + [16384.0] * 20 + [32768.0]
+    assert not snippet.scale_collapsing(healthy)
+    assert not snippet.scale_collapsing([65536.0 / 2 ** i for i in range(5)])  # too few
+    assert torch.amp.GradScaler("cpu").get_backoff_factor() == 0.5
+
+
 @pytest.fixture(scope="module")
 def curves(snippet):
     return {variant: snippet.train(variant, snippet.STEPS) for variant in snippet.VARIANTS}

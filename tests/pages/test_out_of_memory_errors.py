@@ -84,6 +84,60 @@ def test_this_pytorch_reads_both_names(variable):
     assert "expandable_segments:True" in settings_read_from(variable)
 
 
+# --- The snapshot dumped from the except block (its module runs anywhere) ------------------------
+
+snapshot_module = pytest.mark.snippet("snippets/memory/out_of_memory_errors_snapshot.py")
+
+
+@snapshot_module
+def test_run_or_dump_returns_what_fits_and_raises_the_error_again(tmp_path):
+    import torch
+
+    from snippets.memory import out_of_memory_errors_snapshot as snap
+
+    path = tmp_path / "oom.pickle"
+    assert snap.run_or_dump(lambda: 42, path) == 42 and not path.exists()
+
+    def fails():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB.")
+
+    with pytest.raises(torch.OutOfMemoryError):
+        snap.run_or_dump(fails, path)
+    assert path.exists() == (snap.device.type == "cuda")  # only CUDA records a history
+
+
+def test_the_failed_allocation_is_the_last_oom_event_of_the_history(tmp_path):
+    import pickle
+
+    from snippets.memory import out_of_memory_errors_snapshot as snap
+
+    path = tmp_path / "oom.pickle"
+    events = [{"action": "alloc", "size": 512}, {"action": "oom", "size": 3 * GiB,
+                                                 "device_free": GiB},
+              {"action": "free_requested", "size": 512}]
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [events]}))
+    assert snap.failed_allocation(path) == (3 * GiB, GiB)
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [events[:1]]}))
+    assert snap.failed_allocation(path) is None
+
+
+@snapshot_module
+@pytest.mark.gpus(1)
+@pytest.mark.whole_gpu
+def test_a_real_out_of_memory_leaves_a_snapshot_ending_at_the_failed_allocation(tmp_path):
+    import torch
+
+    from snippets.memory import out_of_memory_errors_snapshot as snap
+
+    path = tmp_path / "oom.pickle"
+    free, _ = torch.cuda.mem_get_info()
+    with pytest.raises(torch.OutOfMemoryError):
+        snap.run_or_dump(lambda: torch.empty(2 * free, dtype=torch.uint8, device="cuda"),
+                         path)
+    asked, device_free = snap.failed_allocation(path)
+    assert asked >= 2 * free and 0 < device_free < asked, (asked, device_free, free)
+
+
 # --- On a GPU ------------------------------------------------------------------------------------
 
 CLAIMS = {

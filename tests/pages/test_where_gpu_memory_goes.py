@@ -81,6 +81,22 @@ def test_a_detached_running_total_never_waits_for_the_gpu(clean, monkeypatch):
     assert len(calls) == 5
 
 
+def test_looking_for_cycles_leaves_the_callers_collector_settings_alone():
+    # Readers copy the helper: it must not clobber their gc debug flags or gc.garbage.
+    import gc
+
+    flags = gc.get_debug()
+    gc.set_debug(gc.DEBUG_UNCOLLECTABLE)
+    gc.garbage.append("the caller's")
+    try:
+        module.tensors_in_cycles()
+        assert gc.get_debug() == gc.DEBUG_UNCOLLECTABLE
+        assert gc.garbage[-1:] == ["the caller's"]
+    finally:
+        gc.garbage.remove("the caller's")
+        gc.set_debug(flags)
+
+
 @on_gpu
 def test_a_reference_cycle_keeps_gpu_memory_until_the_collector_runs(clean):
     import gc
