@@ -34,6 +34,7 @@ from fieldguide import ROOT
 STEPS = ("timings", "outputs", "test-gpu")
 RESERVE = 150   # seconds a timing module may still run after the last one started (the longest
                 # single-GPU module took about 120 s on an H200, 2026-11-24)
+RESERVE_NOTEBOOK = 60  # seconds the last notebook may still run after it started
 NOTHING = "nothing to measure"
 
 
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             if left() <= 0:
                 done.append(f"outputs: not started, {left():.0f} s left")
                 continue
-            code, text = _run([python, "-m", "fieldguide.record_outputs"], log)
+            code, text = _run([python, "-m", "fieldguide.record_outputs",
+                               "--deadline", f"{left() - RESERVE_NOTEBOOK:.0f}"], log)
             status = status or code
             done.append(f"outputs: exit {code}; " + next(
                 (line for line in text.splitlines() if line.startswith("make outputs:")), ""))

@@ -27,6 +27,7 @@ from fieldguide import ROOT, notebooks, outputs
 from fieldguide.pages import gpus_needed_by, pages
 
 TEST = "tests/site/test_notebooks.py::test_notebook_runs"
+DEADLINE = "FIELDGUIDE_OUTPUTS_DEADLINE"  # seconds since the epoch: start no notebook after it
 
 
 def code_cells(root: Path, page: str) -> list[str]:
@@ -79,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pages", nargs="*", help="docs/<chapter>/<page>.md (default: the missing)")
     parser.add_argument("--all", action="store_true", help="every page with code")
     parser.add_argument("--list", action="store_true", help="print the pages and stop")
+    parser.add_argument("--deadline", type=float, metavar="SECONDS",
+                        help="start no notebook after this many seconds (the rest are skipped, "
+                             "named, and recorded by the next call)")
     parser.add_argument("--machine", metavar="SLUG:GPUS",
                         help="the outputs/ folder and GPU count to plan for, without a GPU "
                              "(default: this machine's)")
@@ -103,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "OMP_NUM_THREADS")}
     env["FIELDGUIDE_SAVE_OUTPUTS"] = str(ROOT / outputs.OUTPUTS)
+    if args.deadline is not None:  # read by the notebook test before it starts a notebook
+        env[DEADLINE] = str(time.time() + args.deadline)
     started = time.perf_counter()
     ended = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
