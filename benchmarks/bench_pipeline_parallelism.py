@@ -146,8 +146,25 @@ def measure_and_release(rounds, alone_rounds):
     gc.collect()  # stages and schedules in reference cycles
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    return {"parts": parts, "peaks": several.everyones(peak),
+    return {"parts": parts, "spans": everyone, "peaks": several.everyones(peak),
             "busy_alone": several.everyones(busy_alone)}
+
+
+def timeline(every_ranks_spans, merge_ns=20_000):
+    """One step's compute on each GPU as bars for the page's Gantt chart (seconds from the
+    step's first kernel); kernels closer than `merge_ns` merged into one bar."""
+    t0 = min(s for spans in every_ranks_spans for s, _ in spans)
+    bars = []
+    for rank, spans in enumerate(every_ranks_spans):
+        last = None
+        for start, end in sorted(spans):
+            if last is not None and start - last[1] < merge_ns:
+                last[1] = max(last[1], end)
+            else:
+                last = [start, end]
+                bars.append((rank, last))
+    return [{"lane": f"GPU {rank}", "name": "compute", "start": (s - t0) / 1e9,
+             "duration": (e - s) / 1e9} for rank, (s, e) in bars]
 
 
 def _quartiles(values):
@@ -165,6 +182,7 @@ def summary(measured):
 
     idle = [statistics.fmean(1 - p["busy"] / p["span"] for p in one) for one in parts]
     q1, q3 = _quartiles(idle)
+    typical = sorted(range(len(idle)), key=idle.__getitem__)[len(idle) // 2]
     busy = [statistics.median(one[r]["busy"] for one in parts) for r in range(ranks)]
     extras = {
         "idle_share": statistics.median(idle), "idle_share_q1": q1, "idle_share_q3": q3,
@@ -174,6 +192,7 @@ def summary(measured):
         "span_ms": statistics.median(one[0]["span"] for one in parts) / 1e6,
         "busy_ms": sum(busy) / 1e6,
         "peak_gib": max(measured["peaks"]),
+        "timeline": timeline([spans[typical] for spans in measured["spans"]]),
     }
     for r in range(ranks):
         extras[f"idle_rank{r}"] = statistics.median(1 - one[r]["busy"] / one[r]["span"]
