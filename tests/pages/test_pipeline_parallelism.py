@@ -161,6 +161,50 @@ with ranks.Worlds(cpu=True) as worlds:
         "one 2"]
 
 
+def test_the_page_renders_from_runs_shaped_like_the_benchmarks(snippet, tmp_path):
+    """Every shortcode of the page finds its benchmarks and fields in two runs recorded as the
+    benchmarks record them (made-up spans and peaks, the current code's keys): the page can
+    leave the drafts as soon as a GPU has measured it."""
+    from benchmarks import bench_pipeline_parallelism as bench
+    from fieldguide.codekey import code_keys
+    from fieldguide.shortcodes import Build
+    from tests.helpers import fake_benchmark, fake_run, write_run
+
+    files = ["snippets/several_gpus/pipeline_parallelism.py", "benchmarks/ranks.py",
+             "benchmarks/two_ranks.py"]
+    module = "benchmarks/bench_pipeline_parallelism.py"
+    ms = 1_000_000  # ns
+    spans = [[(0, 4 * ms), (5 * ms, 9 * ms)], [(1 * ms, 5 * ms), (6 * ms, 10 * ms)]]
+    made_up = {"parts": [snippet.idle_parts(spans)] * 3, "spans": [[spans[0]] * 3, [spans[1]] * 3],
+               "peaks": [2.0, 1.5], "busy_alone": [[7 * ms] * 2, [7 * ms] * 2]}
+    benches = [fake_benchmark(f"{module}::bench_one_gpu", 0.03,
+                              code=code_keys(ROOT, module, "bench_one_gpu", files),
+                              schedule="one", gpus=1, stages=1, microbatches=1, batch=16384,
+                              microbatch_rows=16384, samples_per_s=5e5, peak_gib=3.0, busy_ms=25.0)]
+    for gpus, schedule, batch, m in bench.POINTS:
+        per_rank = bench.SCHEDULES[schedule][1]
+        extra = {**bench.summary(made_up), "schedule": schedule, "gpus": gpus,
+                 "stages": gpus * per_rank, "microbatches": m, "batch": batch,
+                 "microbatch_rows": batch // m, "samples_per_s": batch / 0.03}
+        if schedule in bench.FORMULA:
+            extra["bubble_formula"] = snippet.bubble_fraction(gpus, m, per_rank)
+        benches.append(fake_benchmark(
+            f"{module}::bench_step[{schedule}-{gpus}gpus-{batch}-{m}mb]", 0.03,
+            code=code_keys(ROOT, module, "bench_step", files), **extra))
+    for day in ("21", "22"):
+        write_run(tmp_path, fake_run(benches, date=f"2026-11-{day}T00:00:00+00:00",
+                                     gpu_name="NVIDIA H200", gpu_count=2))
+    build = Build(ROOT, "2x-nvidia-h200", timings_dir=tmp_path)
+    page = ROOT / "docs" / "several-gpus" / "pipeline-parallelism.md"
+    markdown, rendered = build.render_page(page.read_text(encoding="utf-8"),
+                                           "several-gpus/pipeline-parallelism.md",
+                                           "several-gpus/pipeline-parallelism/")
+    assert not rendered.problems, rendered.problems
+    assert not build.stale
+    assert "timing unavailable" not in markdown
+    assert "| Idle share, timelines |" in markdown and "Measured on" in markdown
+
+
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
 def step(schedule, gpus, batch, microbatches):
