@@ -58,6 +58,14 @@ FIELD_LABELS: dict[str, str] = {
     "peak_gib_per_gpu": "Peak memory per GPU", "allocated_gib_per_gpu": "Allocated per GPU",
     "state_gib_per_gpu": "Training state per GPU",
     "bubble_formula": "Idle share, (S−1)/(M+S−1)", "gpus": "GPUs",
+    # the pipeline-parallelism page: a step read from each GPU's kernel timeline
+    "samples_per_s": "Samples per second", "microbatches": "Micro-batches",
+    "microbatch_rows": "Samples per micro-batch", "batch": "Samples per step",
+    "idle_share": "Idle share, timelines", "idle_share_q1": "Idle share, Q1",
+    "idle_share_q3": "Idle share, Q3", "fill_drain_share": "Fill and drain",
+    "waits_share": "Waits between chunks", "busy_ms": "Compute kernels, all GPUs",
+    "busy_alone_ms": "Compute kernels, stages alone", "compute_inflation": "Compute inflation",
+    "peak_gpu2_gib": "Peak memory, GPU 2", "peak_gpu3_gib": "Peak memory, GPU 3",
     # the dtype each module ran in (mixed-precision training): PyTorch's own class names
     "Embedding": "Embedding", "LayerNorm": "LayerNorm", "Linear": "Linear",
     "Attention": "Attention", "GELU": "GELU", "Block": "Block",
