@@ -38,7 +38,7 @@ def time_per_call_wrong(fn, *args, repeats=20):
 n = 4096 if device.type == "cuda" else 256
 a = torch.randn(n, n, device=device)
 b = torch.randn(n, n, device=device)
-torch.matmul(a, b)  # the first product also sets cuBLAS up: that one-off cost is not the flaw
+torch.matmul(a, b)  # the first product sets cuBLAS up: a one-off cost, not the flaw
 print(f"wrong: {time_per_call_wrong(torch.matmul, a, b) * 1e6:.0f} us per product")
 # --8<-- [end:timing_task]
 

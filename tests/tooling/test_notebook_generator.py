@@ -239,7 +239,7 @@ def test_a_cell_shows_the_outputs_recorded_for_its_code_as_it_is_now(project):
     code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
     printed = [{"name": "stdout", "output_type": "stream", "text": "area 3.14\nok\n"}]
     record = {"page": "demo/circles.md", "gpu": "Fake GPU", "gpu_count": 1, "driver": "1",
-              "cuda_runtime": "13.0", "torch": "2.13.0", "date": "2026-11-26T00:00:00Z",
+              "cuda_runtime": "13.0", "torch": "2.13.0", "date": "2026-11-26T00:00:00Z", "alone": True,
               "cells": [{"code_sha256": outputs.code_key("".join(c["source"])),
                          "outputs": outputs.on_disk(printed)} for c in code]}
     path = project / "outputs" / "fake-gpu" / "demo" / "circles.json"
