@@ -207,6 +207,16 @@ def test_the_bucket_views_peak_is_the_same_in_every_run(measured):
     assert max(peaks) - min(peaks) < PEAK_TOLERANCE_GIB, peaks
 
 
+def test_plain_ddps_peak_is_one_gpus_plus_one_or_two_gradient_copies(measured):
+    """What the page says of plain DDP's peak over bench_step's steps: the one-GPU step's
+    plus a whole number of gradient copies, one (the buckets) or two, depending on the run."""
+    for run in measured(DDP, ONE_GPU):
+        for gpu in (0, 1):
+            above = run.value(DDP, f"peak_gpu{gpu}_gib") - run.value(ONE_GPU, "peak_gpu0_gib")
+            copies = above / _copy_gib(run)
+            assert min(abs(copies - 1), abs(copies - 2)) < 0.01, (str(run), gpu, copies)
+
+
 def test_both_ddps_peak_above_one_gpu_by_at_least_their_buckets(measured):
     for run in measured(DDP, DDP_VIEW, ONE_GPU):
         for ddp in (DDP, DDP_VIEW):
