@@ -178,14 +178,19 @@ def _gib(value):
 
 def memory_by_phase():
     """This rank, after prepare() (one step taken): the peak of the second step (in which DDP
-    rebuilds its buckets), then, in a third step, what is held at its start and the peak
-    of its forward pass, its backward pass and its optimizer step, in GiB."""
+    rebuilds its buckets) and its time (one sample, ms), then, in a third step, what is held
+    at its start and the peak of its forward pass, its backward pass and its optimizer step,
+    in GiB."""
+    import time
+
     device, model, (x, y) = _state["device"], _state["model"], _state["batch"]
     optimizer = _state["optimizer"]
     found = {}
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
     step()  # the second step: DDP rebuilds its buckets in its forward pass
+    found["second_step_ms"] = (time.perf_counter() - start) * 1e3
     found["peak_second_step"] = two_ranks.peak_gib(device)
     optimizer.zero_grad(set_to_none=True)  # a third step, as ddp.forward_backward runs it
     torch.cuda.synchronize(device)
@@ -231,8 +236,9 @@ def bench_memory(benchmark, request, case):
         benchmark.pedantic(step, setup=pair.announcer(step), rounds=5, warmup_rounds=0)
         benchmark.extra_info["parameters"] = two_ranks.parameter_count(_state["model"])
         peaks = pair.call(peaks_and_release)  # steady steps only
-    for rank, found in enumerate(phases):
-        benchmark.extra_info.update({f"{k}_gpu{rank}_gib": v for k, v in found.items()})
+    for rank, found in enumerate(phases):  # second_step_ms -> second_step_gpu0_ms
+        benchmark.extra_info.update({(f"{k[:-3]}_gpu{rank}_ms" if k.endswith("_ms")
+                                      else f"{k}_gpu{rank}_gib"): v for k, v in found.items()})
     benchmark.extra_info.update({f"peak_steady_gpu{rank}_gib": p for rank, p in enumerate(peaks)})
 
 
