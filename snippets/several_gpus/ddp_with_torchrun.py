@@ -128,7 +128,8 @@ def train_epoch_uneven(model, loader, optimizer, device):
 
     model.train()
     batches = 0
-    with Join([model]):
+    # average over the ranks still training, not over all the ranks that started
+    with Join([model], divide_by_initial_world_size=False):
         for x, y in loader:
             optimizer.zero_grad(set_to_none=True)
             forward_backward(model, x.to(device), y.to(device))

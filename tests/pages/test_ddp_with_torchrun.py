@@ -137,6 +137,14 @@ def test_a_split_of_ones_own_gives_unequal_batches_and_join_copes(ranks):
     assert ranks[0]["digest_after_join"] == ranks[1]["digest_after_join"]  # still identical
 
 
+def test_join_divides_by_the_ranks_still_training_only_when_told(ranks):
+    """Rank 0 runs one step alone (rank 1 has joined): its gradient over its own batch's is
+    1/2 with the default divide_by_initial_world_size=True, 1 with False (the page's)."""
+    scale = ranks[0]["gradient_after_join"]
+    assert scale["True"] == pytest.approx(0.5, rel=1e-3), scale
+    assert scale["False"] == pytest.approx(1.0, rel=1e-3), scale
+
+
 def test_set_epoch_changes_the_order_and_every_rank_agrees(ranks):
     first = ranks[0]
     assert first["order_changes_with_epoch"]
@@ -404,6 +412,33 @@ def _digest(model):
     return h.hexdigest()
 
 
+def _gradient_after_join(device):
+    """On rank 0, after a step it ran alone under Join (rank 1 had no batch): its gradient
+    norm over the gradient of the same batch without DDP, for each divide_by_initial_world_size."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.join import Join
+
+    from snippets.several_gpus import ddp_with_torchrun as ddp
+
+    x, y = (t.to(device) for t in ddp.make_dataset(n=16, seed=3).tensors)
+    torch.manual_seed(0)
+    alone = ddp.make_model().to(device)
+    ddp.forward_backward(alone, x, y)
+    reference = torch.cat([p.grad.reshape(-1) for p in alone.parameters()]).norm().item()
+    found = {}
+    for divide in (True, False):
+        torch.manual_seed(0)
+        model = ddp.wrap(ddp.make_model(), device)
+        with Join([model], divide_by_initial_world_size=divide):
+            if dist.get_rank() == 0:  # rank 1 has nothing to train on: it joins at once
+                ddp.forward_backward(model, x, y)
+        grads = torch.cat([p.grad.reshape(-1) for p in model.module.parameters()
+                           if p.grad is not None]) if dist.get_rank() == 0 else None
+        found[str(divide)] = None if grads is None else grads.norm().item() / reference
+    return found
+
+
 def rank_checks(out_dir):
     import torch
     import torch.distributed as dist
@@ -480,6 +515,7 @@ def rank_checks(out_dir):
     ran = ddp.train_epoch_uneven(model, DataLoader(own_split, batch_size=100), optimizer, device)
     seen["joined_batches"] = gather(ran)
     seen["digest_after_join"] = _digest(model.module)
+    seen["gradient_after_join"] = _gradient_after_join(device)
 
     # no_sync: four batches per rank, one optimizer step, equal to one step on the big batch
     batch, accumulate = 8, 4

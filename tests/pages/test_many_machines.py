@@ -11,6 +11,7 @@ Both run the page-3 training script, saved as train.py, as the page says.
 
 import contextlib
 import os
+import pickle
 import re
 import shlex
 import shutil
@@ -412,6 +413,59 @@ def test_a_collective_that_one_rank_skips_times_out(tmp_path):
 
 
 SKIP_HANG_S = 100
+
+
+@pytest.fixture(scope="module")
+def flight_record(tmp_path_factory):
+    """The page's commands: `recorded` with the flight recorder on, then `read`."""
+    folder = tmp_path_factory.mktemp("flight") / "flight-record"
+    env = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": f"{folder}/rank_"}
+    result = debug_run("recorded", "10", env=env, timeout=SKIP_HANG_S)
+    read = subprocess.run([sys.executable, "-m", DEBUG_MODULE, "read", str(folder)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=TIMEOUT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return result, read, folder
+
+
+def test_the_page_shows_the_flight_recorder_commands_the_test_runs():
+    block = page_block("the flight recorder, made and read")
+    assert "export TORCH_FR_BUFFER_SIZE=2000 TORCH_FR_DUMP_TEMP_FILE=flight-record/rank_" in block
+    assert "debugging.py recorded 10" in block and "debugging.py read flight-record" in block
+
+
+@DEBUGGING
+@pytest.mark.timed  # alone, as the skip test: its ranks must start within 10 s of each other
+def test_the_flight_record_names_the_rank_that_never_reached_the_collective(flight_record):
+    result, read, folder = flight_record
+    assert result.returncode != 0 and "Timed out waiting 10000ms" in result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["rank_0", "rank_1"]
+    assert read.returncode == 0, read.stderr[-3000:]
+    entries = {rank: pickle.loads((folder / f"rank_{rank}").read_bytes())["entries"]
+               for rank in (0, 1)}
+    if not entries[0]:
+        pytest.skip(f"PyTorch {torch_version()} records no gloo collectives")
+    assert read.stdout.splitlines() == [
+        "rank 0: last collective #2, gloo:all_reduce, called in recorded_skip",
+        "rank 1: last collective #1, gloo:all_reduce, called in recorded_skip"], read.stdout
+    # gloo's entries record no start or completion: every one stays "scheduled"
+    assert {e["state"] for rank in (0, 1) for e in entries[rank]} == {"scheduled"}
+
+
+@DEBUGGING
+@pytest.mark.timed
+def test_fr_trace_stops_on_gloos_records_in_torch_2_13(flight_record):
+    """The page's reason to read the files itself: PyTorch 2.13's analyzer fails on them."""
+    if not torch_version().startswith("2.13"):
+        pytest.skip(f"the claim is about PyTorch 2.13's fr_trace; this is {torch_version()}")
+    folder = flight_record[2]
+    analyzed = subprocess.run([sys.executable, "-m",
+                               "torch.distributed.flight_recorder.fr_trace", str(folder)],
+                              cwd=folder.parent, capture_output=True, text=True, timeout=TIMEOUT)
+    assert "KeyError" in analyzed.stderr, analyzed.stderr[-3000:]
+
+
+def torch_version() -> str:
+    return torch.__version__
 
 
 @DEBUGGING
