@@ -2,7 +2,7 @@
 
     <!-- calculator: NAME -->          the calculator NAME of CALCULATORS (a form, offline)
     <!-- estimate-table: CHECK -->     estimate beside measurement for each case of a check
-    <!-- estimate-error: CHECK [worst|low|high] [FORMAT] -->   its error, over every run
+    <!-- estimate-error: CHECK [worst|low|high|share_low|share_high] -->   over every run
 
 A calculator is a small form whose script is the estimator itself: fieldguide/pyjs.py
 translates the function of snippets/start_here/will_it_fit.py that the calculator names, with
@@ -335,19 +335,27 @@ def table_markdown(check: str, default_gpu: str) -> str:
                      f"{_quantity(r.measured, r.unit)} | {error} | {r.runs} |")
     every = estimates.points(check)
     low, high = min(p.error for p in every), max(p.error for p in every)
-    machines = sorted({p.machine for p in every})
+    known = estimates._data(str(ROOT)).machines
+    machines = sorted({known[p.machine].gpu for p in every})
     lines += ["", f"*{estimates.CHECKS[check].title}: "
-              f"`{estimates.CHECKS[check].estimator}()` against {len(every)} runs of "
-              f"{len(machines)} machine{'s' if len(machines) > 1 else ''} "
-              f"({', '.join(machines)}); the error lies between {_percent(low)} and "
+              f"`{estimates.CHECKS[check].estimator}()` against {len(every)} runs on "
+              f"{' and '.join(machines)}; the error lies between {_percent(low)} and "
               f"{_percent(high)} over all of them.*"]
     return "\n".join(lines)
 
 
+STATS = ("worst", "low", "high", "share_low", "share_high")
+
+
 def error_text(check: str, args: str) -> str:
+    """worst: the largest error either way, unsigned; low, high: the signed extremes;
+    share_low, share_high: the estimate as a share of the measurement, at its extremes."""
     words = args.split()
-    stat = next((w for w in words if w in ("worst", "low", "high")), "worst")
+    stat = next((w for w in words if w in STATS), "worst")
     errors = estimates.errors(check)
+    if stat in ("share_low", "share_high"):  # the estimate as a share of the measurement
+        shares = [1 + e for e in errors]
+        return f"{format_number(100 * (min(shares) if stat == 'share_low' else max(shares)))}%"
     if stat == "low":
         return _percent(min(errors))
     if stat == "high":
@@ -388,7 +396,7 @@ class _Include(Preprocessor):
 
 
 class _Render(Preprocessor):
-    """After fieldguide.render (34), which sets the page's problems: forms, tables, errors."""
+    """Forms, tables and errors, once the page's own shortcodes are rendered."""
 
     def run(self, lines: list[str]) -> list[str]:
         from fieldguide.render import nested
@@ -446,7 +454,9 @@ class _Render(Preprocessor):
 class CalculatorsExtension(Extension):
     def extendMarkdown(self, md) -> None:  # noqa: N802 (Markdown's API)
         md.preprocessors.register(_Include(md), "fieldguide-calculator-include", 35)
-        md.preprocessors.register(_Render(md), "fieldguide-calculators", 33)
+        # After fieldguide.render (34), which sets the page's problems, and after Markdown's
+        # NormalizeWhitespace (30), which strips the raw-HTML placeholders' markers
+        md.preprocessors.register(_Render(md), "fieldguide-calculators", 29)
         unrendered.register(md)
 
 

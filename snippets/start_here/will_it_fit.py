@@ -19,24 +19,28 @@ import math
 
 GIB = 2**30
 OPTIMIZER_STATES = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}
-STATE_BYTES = {"fp32": 4, "autocast": 4, "bf16": 2}     # weights, gradients, optimizer state
-SAVED_BYTES = {"fp32": 4, "autocast": 2, "bf16": 2}     # what autograd saves for backward
+# bytes a number: of weights, gradients and optimizer state; of what autograd saves
+STATE_BYTES = {"fp32": 4, "autocast": 4, "bf16": 2}
+SAVED_BYTES = {"fp32": 4, "autocast": 2, "bf16": 2}
 
 
 def state_bytes_per_parameter(optimizer="adam", precision="fp32"):
-    """Bytes a parameter costs for the whole run: its weight, its gradient and its optimizer
-    state (Adam keeps two numbers a parameter, SGD with momentum one, plain SGD none).
+    """Bytes a parameter costs for the whole run: its weight, its gradient and its
+    optimizer state (Adam keeps two numbers a parameter, SGD with momentum one, plain
+    SGD none).
 
-    precision: "fp32"; "autocast" (float32 weights, products in bfloat16: still 4 bytes a
-    number here, so 16 with Adam); "bf16" (bfloat16 weights, gradients and state)."""
+    precision: "fp32"; "autocast" (float32 weights, products in bfloat16: still 4
+    bytes a number here, so 16 with Adam); "bf16" (bfloat16 weights, gradients and
+    state)."""
     return STATE_BYTES[precision] * (2 + OPTIMIZER_STATES[optimizer])
 
 
 def saved_bytes_per_layer(tokens, width, saved_widths=10, precision="fp32"):
-    """Bytes autograd saves for backward in one layer: `saved_widths` numbers of `width` per
-    token. A feed-forward block x + down(gelu(up(norm(x)))) with a hidden width of 4 x width
-    saves 10: the norm's input (1), up's input (1), gelu's input (4), down's input (4).
-    A Linear + ReLU layer saves 1 (the ReLU's output, which is the next Linear's input)."""
+    """Bytes autograd saves for backward in one layer: `saved_widths` numbers of
+    `width` per token. A feed-forward block x + down(gelu(up(norm(x)))) with a hidden
+    width of 4 x width saves 10: the norm's input (1), up's input (1), gelu's input
+    (4), down's input (4). A Linear + ReLU layer saves 1 (the ReLU's output, which is
+    the next Linear's input)."""
     return tokens * width * saved_widths * SAVED_BYTES[precision]
 
 
@@ -45,10 +49,11 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
                     micro_batches=1, gpus=1, parallel="ddp"):
     """Bytes one GPU holds at the peak of a training step, part by part.
 
-    parameters: of the whole model; layers: how many layers save activations; tokens: the
-    batch one GPU sees in a step (samples x sequence length); parallel: "ddp" (each GPU holds
-    everything), "fsdp2" (weights, gradients and state sharded over `gpus`) or "tp" (tensor
-    parallelism: those and the saved activations split over `gpus`).
+    parameters: of the whole model; layers: how many layers save activations;
+    tokens: the batch one GPU sees in a step (samples x sequence length); parallel:
+    "ddp" (each GPU holds everything), "fsdp2" (weights, gradients and state sharded
+    over `gpus`) or "tp" (tensor parallelism: those and the saved activations split
+    over `gpus`).
     """
     per_number = STATE_BYTES[precision]
     shards = 1 if parallel == "ddp" else gpus
@@ -58,9 +63,10 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
     # DDP all-reduces the gradients from buckets: a second copy of them (unless
     # gradient_as_bucket_view=True); FSDP2 gathers one layer's full weights at a time.
     buckets = gradients if parallel == "ddp" and gpus > 1 else 0
-    gathered = parameters * per_number / layers if parallel == "fsdp2" and gpus > 1 else 0
-    # autocast keeps a bfloat16 copy of each weight it used, for backward: of the whole
-    # weight under FSDP2, which gathers it before the product; only TP splits activations
+    fsdp2 = parallel == "fsdp2" and gpus > 1
+    gathered = parameters * per_number / layers if fsdp2 else 0
+    # autocast keeps a bfloat16 copy of each weight it used, for backward: of the
+    # whole weight under FSDP2, which gathers it first; only TP splits activations
     split = gpus if parallel == "tp" else 1
     copies = parameters * 2 / split if precision == "autocast" else 0
     chunk = tokens / micro_batches  # activations of one micro-batch at a time
@@ -79,9 +85,10 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
 
 # --8<-- [start:roofline]
 def step_lower_bound(flops, nbytes, peak_flops, bandwidth):
-    """The least time a step can take: its FLOPs at the GPU's measured peak rate, or its
-    bytes at the measured memory bandwidth, whichever is longer. A measured step above
-    it spends the difference elsewhere: launches, the host, kernels far from either roof."""
+    """The least time a step can take: its FLOPs at the GPU's measured peak rate, or
+    its bytes at the measured memory bandwidth, whichever is longer. A measured step
+    above it spends the difference elsewhere: launches, the host, kernels far from
+    either roof."""
     compute = flops / peak_flops
     memory = nbytes / bandwidth
     return {"compute_s": compute, "memory_s": memory, "bound_s": max(compute, memory),
