@@ -31,12 +31,13 @@ import inspect
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
-from fieldguide import ROOT, estimates, pyjs, unrendered
+from fieldguide import ROOT, estimates, glossary, pyjs, unrendered
 from fieldguide.timings import TimingError, format_bytes, format_number, format_seconds
 from snippets.start_here import will_it_fit
 
@@ -80,11 +81,14 @@ class Calculator:
     fixed: dict = field(default_factory=dict)   # arguments the form does not ask for
 
 
-PRECISIONS = (("fp32", "float32"), ("autocast", "autocast: float32 weights, bfloat16 products"),
+# Options read without the glossary's terms: an <option> holds text only, no tooltip.
+PRECISIONS = (("fp32", "float32"),
+              ("autocast", "float32 weights, bfloat16 products (mixed precision)"),
               ("bf16", "bfloat16 weights, gradients and state"))
 OPTIMIZERS = (("adam", "Adam / AdamW"), ("sgd_momentum", "SGD with momentum"),
               ("sgd", "plain SGD"))
-PARALLEL = (("ddp", "DDP (each GPU holds the whole model)"), ("fsdp2", "FSDP2 (sharded)"),
+PARALLEL = (("ddp", "each GPU holds the whole model (data parallel)"),
+            ("fsdp2", "weights, gradients and state sharded (FSDP2)"),
             ("tp", "tensor parallelism"))
 
 CALCULATORS: dict[str, Calculator] = {
@@ -115,9 +119,10 @@ CALCULATORS: dict[str, Calculator] = {
         (Input("nbytes", "Tensor size (MiB)", 256, scale=2**20),
          Input("gpus", "GPUs", 4, step="1"),
          Input("bus_bandwidth", "Bus bandwidth (GB/s)", "busbw", scale=1e9),
-         Input("op", "Collective", "all_reduce",
-               choices=(("all_reduce", "all-reduce"), ("all_gather", "all-gather"),
-                        ("reduce_scatter", "reduce-scatter"))),
+         Input("op", "Collective: all-reduce, all-gather or reduce-scatter", "all_reduce",
+               choices=(("all_reduce", "the sum, on every GPU"),
+                        ("all_gather", "every GPU's piece, on every GPU"),
+                        ("reduce_scatter", "a piece of the sum, on each GPU"))),
          Input("latency", "Latency (µs)", "latency", scale=1e-6)),
         (Output(None, "Time", "seconds"),)),
     "roofline": Calculator(
@@ -255,6 +260,25 @@ def _ratio(scale: float) -> dict[str, int]:
     return {"mul": 1, "div": round(1 / scale)}
 
 
+@cache
+def _glossary() -> tuple[re.Pattern[str], dict[str, str]]:
+    found = glossary.terms(ROOT / "includes" / "abbreviations.md")
+    words = "|".join(map(re.escape, sorted(found, key=len, reverse=True)))
+    return re.compile(rf"\b(?:{words})\b"), found
+
+
+def _text(words: str) -> str:
+    """Escaped text whose glossary terms carry their meaning, as the abbr extension gives
+    the Markdown around them (raw HTML gets none from it)."""
+    pattern, meanings = _glossary()
+    out, last = [], 0
+    for match in pattern.finditer(words):
+        out += [html.escape(words[last:match.start()]),
+                f'<abbr title="{html.escape(meanings[match[0]])}">{html.escape(match[0])}</abbr>']
+        last = match.end()
+    return "".join(out) + html.escape(words[last:])
+
+
 def calculator_html(name: str, defaults: dict[str, float], with_style: bool) -> str:
     """The calculator's form and script, as one block of raw HTML."""
     calc = CALCULATORS[name]
@@ -267,7 +291,7 @@ def calculator_html(name: str, defaults: dict[str, float], with_style: bool) -> 
             raise TimingError(f"calculator {name!r}: {calc.function}() has no argument "
                               f"{item.param!r}")
         field_id = f"{uid}-{item.param}"
-        label = f'<label for="{field_id}">{html.escape(item.label)}</label>'
+        label = f'<label for="{field_id}">{_text(item.label)}</label>'
         default = _default(item.default, defaults)
         if item.choices:
             options = "".join(f'<option value="{v}"{" selected" if v == default else ""}>'
@@ -286,8 +310,8 @@ def calculator_html(name: str, defaults: dict[str, float], with_style: bool) -> 
             spec_inputs[item.param] = {"kind": "number", **_ratio(item.scale)}
         rows.append(label + control)
         if item.help:
-            rows.append(f'<p class="fg-help">{html.escape(item.help)}</p>')
-    outputs = "".join(f"<dt>{html.escape(o.label)}</dt><dd><output "
+            rows.append(f'<p class="fg-help">{_text(item.help)}</p>')
+    outputs = "".join(f"<dt>{_text(o.label)}</dt><dd><output "
                       f'data-output="{o.key or "result"}" aria-live="polite">—</output></dd>'
                       for o in calc.outputs)
     spec = {"params": params, "inputs": spec_inputs, "fixed": calc.fixed,
@@ -297,7 +321,7 @@ def calculator_html(name: str, defaults: dict[str, float], with_style: bool) -> 
                           "function": calc.function})
     # one script block, its own scope: two calculators on a page share no names
     return (f'<div class="fg-calc" id="{uid}">' + (STYLE if with_style else "")
-            + f'<p><strong>{html.escape(calc.title)}</strong></p>'
+            + f'<p><strong>{_text(calc.title)}</strong></p>'
             + f'<form aria-label="{html.escape(calc.title)}">{"".join(rows)}</form>'
             + f"<dl>{outputs}</dl>"
             + "<script>(function () {\n" + script + "})();</script></div>")
