@@ -155,21 +155,25 @@ CALCULATORS: dict[str, Calculator] = {
 
 
 def measured_defaults(default_gpu: str | None) -> dict[str, float]:
-    """Defaults a calculator takes from the runs: the default GPU's bus bandwidth and latency
-    (largest and smallest all-reduce on two of it), its bfloat16 peak and its bandwidth."""
+    """Defaults a calculator takes from the runs: the bus bandwidth and latency of two GPUs
+    (the largest and smallest all-reduce; two of the default GPU where measured), the
+    default GPU's bfloat16 peak, its bandwidth and its SM count."""
     data = estimates._data(str(ROOT))
     gpu = default_gpu or "nvidia-h200"
     found: dict[str, float] = {}
+    # two of the default GPU where the runs have them, else two of another
+    pairs = sorted(m for m in data.machines if m.startswith("2x-"))
+    pair = f"2x-{gpu}" if f"2x-{gpu}" in data.machines else (pairs[0] if pairs else "")
 
     def take(key, machine, name, fld, scale=1.0):
         value = data.ceiling(machine, name, fld)
         if value:
             found[key] = float(f"{value * scale:.3g}")
 
-    take("busbw", f"2x-{gpu}", "scaling.all_reduce[2gpus-1GiB]", "busbw_gbs")
-    small = data.ceiling(f"2x-{gpu}", "scaling.all_reduce[2gpus-1KiB]", "median")
+    take("busbw", pair, "scaling.all_reduce[2gpus-1GiB]", "busbw_gbs")
+    small = data.ceiling(pair, "scaling.all_reduce[2gpus-1KiB]", "per_op")
     if small:
-        found["latency"] = float(f"{small / 20 * 1e6:.3g}")  # the benchmark times 20 ops
+        found["latency"] = float(f"{small * 1e6:.3g}")
     take("peak", gpu, "cpu_vs_gpu.matmul[bf16]", "tflops")
     take("bandwidth", gpu, "cpu_vs_gpu.triad[gpu]", "bandwidth_gbs")
     take("sms", gpu, "tensor_cores_and_shapes.waves[1024]", "sms")
