@@ -106,7 +106,10 @@ CALCULATORS: dict[str, Calculator] = {
          Input("checkpoint", "Activation checkpointing (keep each layer's input only)", False),
          Input("micro_batches", "Micro-batches of gradient accumulation", 1, step="1"),
          Input("gpus", "GPUs", 1, step="1"),
-         Input("parallel", "Split", "ddp", choices=PARALLEL)),
+         Input("parallel", "Split", "ddp", choices=PARALLEL),
+         Input("whole_widths", "Of the numbers saved, widths each GPU keeps whole under tensor "
+               "parallelism", 0, help="4 in a transformer block (both norms' inputs and "
+               "outputs); 2 with sequence parallelism")),
         (Output("total", "At the peak, per GPU", "bytes"),
          Output("weights", "Weights", "bytes"), Output("gradients", "Gradients", "bytes"),
          Output("optimizer", "Optimizer state", "bytes"),

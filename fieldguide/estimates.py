@@ -146,6 +146,25 @@ def _fsdp2(data: Data, small: bool) -> Iterator[Point]:
                         "bytes")
 
 
+def _tensor_parallel(data: Data, plan: str) -> Iterator[Point]:
+    """Forward and backward of one pre-norm transformer block (width 4096, an MLP of
+    16384, bfloat16 weights, no optimizer step) on 8192 tokens, whole and split by tensor
+    parallelism (snippets/several_gpus/tensor_parallelism.py and its benchmark's docstring).
+    Sequence parallelism splits the norms too but gathers the split products' inputs whole:
+    2 widths of 17 kept whole, against 4 without it."""
+    parameters = 4 * 4096**2 + 2 * 4096 * 16384 + 16384 + 4096 + 4 * 4096
+    whole = {"tp": 4, "sp": 2, "one": 0}[plan]
+    for slug, bench, record in data.records(f"tensor_parallelism.step[{plan}-*]"):
+        x = record.extra
+        estimate = est.training_memory(parameters, 1, x["tokens"], 4096, saved_widths=17,
+                                       optimizer="sgd", precision="bf16", gpus=x["gpus"],
+                                       parallel="tp", whole_widths=whole)["total"]
+        words = {"one": "the whole block", "tp": "tensor parallel",
+                 "sp": "tensor and sequence parallel"}[plan]
+        yield Point(f"{words}, {x['gpus']} GPU{'s' if x['gpus'] > 1 else ''}", bench.name,
+                    slug, record.run.id, estimate, x["peak_gib_per_gpu"] * GIB, "bytes")
+
+
 # --- Copies, collectives ----------------------------------------------------------------------
 
 def _copies(data: Data, kind: str) -> Iterator[Point]:
@@ -264,6 +283,11 @@ CHECKS: dict[str, Check] = {
                           "training_memory", lambda d: _fsdp2(d, small=True)),
     "memory_fsdp2_large": Check("Peak memory per GPU under FSDP2, larger batches",
                                 "training_memory", lambda d: _fsdp2(d, small=False)),
+    "memory_tp": Check("Peak memory per GPU of a transformer block under tensor parallelism",
+                       "training_memory",
+                       lambda d: (*_tensor_parallel(d, "one"), *_tensor_parallel(d, "tp"))),
+    "memory_sp": Check("Peak memory per GPU with sequence parallelism besides",
+                       "training_memory", lambda d: _tensor_parallel(d, "sp")),
     "copy_pinned": Check("Copies from and to pinned memory, at the link's speed",
                          "copy_seconds", lambda d: _copies(d, "pinned")),
     "copy_pageable": Check("Copies from and to pageable memory, at the link's speed",

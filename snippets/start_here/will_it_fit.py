@@ -35,25 +35,31 @@ def state_bytes_per_parameter(optimizer="adam", precision="fp32"):
     return STATE_BYTES[precision] * (2 + OPTIMIZER_STATES[optimizer])
 
 
-def saved_bytes_per_layer(tokens, width, saved_widths=10, precision="fp32"):
+def saved_bytes_per_layer(tokens, width, saved_widths=10, precision="fp32", split=1,
+                          whole_widths=0):
     """Bytes autograd saves for backward in one layer: `saved_widths` numbers of
     `width` per token. A feed-forward block x + down(gelu(up(norm(x)))) with a hidden
     width of 4 x width saves 10: the norm's input (1), up's input (1), gelu's input
     (4), down's input (4). A Linear + ReLU layer saves 1 (the ReLU's output, which is
-    the next Linear's input)."""
-    return tokens * width * saved_widths * SAVED_BYTES[precision]
+    the next Linear's input). A pre-norm transformer block with attention saves 17.
+
+    Split over `split` GPUs by tensor parallelism, each GPU keeps its share of them
+    but `whole_widths` whole: the inputs of the products that are split by columns
+    (4 in a transformer block: both norms' inputs and outputs)."""
+    widths = whole_widths + (saved_widths - whole_widths) / split
+    return tokens * width * widths * SAVED_BYTES[precision]
 
 
 def training_memory(parameters, layers, tokens, width, saved_widths=10,
                     optimizer="adam", precision="fp32", checkpoint=False,
-                    micro_batches=1, gpus=1, parallel="ddp"):
+                    micro_batches=1, gpus=1, parallel="ddp", whole_widths=0):
     """Bytes one GPU holds at the peak of a training step, part by part.
 
     parameters: of the whole model; layers: how many layers save activations;
     tokens: the batch one GPU sees in a step (samples x sequence length); parallel:
     "ddp" (each GPU holds everything), "fsdp2" (weights, gradients and state sharded
     over `gpus`) or "tp" (tensor parallelism: those and the saved activations split
-    over `gpus`).
+    over `gpus`, but for `whole_widths` of them, as in saved_bytes_per_layer).
     """
     per_number = STATE_BYTES[precision]
     shards = 1 if parallel == "ddp" else gpus
@@ -70,7 +76,8 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
     split = gpus if parallel == "tp" else 1
     copies = parameters * 2 / split if precision == "autocast" else 0
     chunk = tokens / micro_batches  # activations of one micro-batch at a time
-    layer = saved_bytes_per_layer(chunk, width, saved_widths, precision) / split
+    layer = saved_bytes_per_layer(chunk, width, saved_widths, precision, split,
+                                  whole_widths if split > 1 else 0)
     if checkpoint:  # each layer's input is kept; one layer is recomputed at a time
         activations = layers * chunk * width * SAVED_BYTES[precision] + layer
     else:

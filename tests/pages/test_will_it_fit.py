@@ -17,6 +17,7 @@ CLAIMS = {
     "memory_one_gpu": 0.10,
     "memory_ddp": 0.20,
     "memory_fsdp2": 0.20,      # at 4096 samples a GPU
+    "memory_tp": 0.20,         # a transformer block, whole and by tensor parallelism
     "copy_pinned": 0.25,       # 256 MiB and more, at the link's nominal speed (always under)
     "all_reduce": 0.25,        # 16 MiB and more, latency and bus bandwidth of the same run
     "all_reduce_small": 1.0,   # under 16 MiB: within a factor of two
@@ -27,7 +28,8 @@ CLAIMS = {
     "copy_pageable": 0.50,     # the link alone: under the measured time by at least this
 }
 
-WITHIN = ["memory_one_gpu", "memory_ddp", "memory_fsdp2", "copy_pinned", "all_reduce",
+WITHIN = ["memory_one_gpu", "memory_ddp", "memory_fsdp2", "memory_tp", "copy_pinned",
+          "all_reduce",
           "all_reduce_small", "all_reduce_gpus", "bubble", "waves_full"]
 
 
@@ -52,6 +54,13 @@ def test_fsdp2_at_larger_batches_misses_by_more_than_at_the_small_one():
     large = estimates.errors("memory_fsdp2_large")
     assert all(e < 0 for e in large)
     assert max(abs(e) for e in large) > max(abs(e) for e in small)
+
+
+def test_sequence_parallelism_misses_by_more_than_tensor_parallelism_alone():
+    """Under, and further under than TP on the same number of GPUs."""
+    tp = {p.case.rsplit(", ", 1)[1]: p.error for p in estimates.points("memory_tp")}
+    for p in estimates.points("memory_sp"):
+        assert p.error < tp[p.case.rsplit(", ", 1)[1]] < 0, p
 
 
 def test_the_link_speed_is_never_reached():
@@ -98,6 +107,9 @@ def test_memory_parts_add_up_and_follow_the_split(snippet):
     assert fsdp["activations"] == one["activations"]
     tp = snippet.training_memory(10**9, 10, 4096, 1024, gpus=4, parallel="tp")
     assert tp["activations"] == one["activations"] / 4
+    kept = snippet.training_memory(10**9, 10, 4096, 1024, gpus=4, parallel="tp",
+                                   whole_widths=2)
+    assert kept["activations"] == one["activations"] * (2 + 8 / 4) / 10
     ckpt = snippet.training_memory(10**9, 10, 4096, 1024, checkpoint=True)
     assert ckpt["activations"] < one["activations"]
     half = snippet.training_memory(10**9, 10, 4096, 1024, micro_batches=2)
