@@ -82,14 +82,12 @@ class Calculator:
 
 
 # Options read without the glossary's terms: an <option> holds text only, no tooltip.
-PRECISIONS = (("fp32", "float32"),
-              ("autocast", "float32 weights, bfloat16 products (mixed precision)"),
-              ("bf16", "bfloat16 weights, gradients and state"))
+PRECISIONS = (("fp32", "float32"), ("autocast", "mixed: bfloat16 products"),
+              ("bf16", "bfloat16 throughout"))
 OPTIMIZERS = (("adam", "Adam / AdamW"), ("sgd_momentum", "SGD with momentum"),
               ("sgd", "plain SGD"))
-PARALLEL = (("ddp", "each GPU holds the whole model (data parallel)"),
-            ("fsdp2", "weights, gradients and state sharded (FSDP2)"),
-            ("tp", "tensor parallelism"))
+PARALLEL = (("ddp", "data parallel: all on each"), ("fsdp2", "FSDP2: state sharded"),
+            ("tp", "tensor parallel"))
 
 CALCULATORS: dict[str, Calculator] = {
     "memory": Calculator(
@@ -102,11 +100,13 @@ CALCULATORS: dict[str, Calculator] = {
          Input("saved_widths", "Numbers saved per token per layer, in widths", 10,
                help="10 for a feed-forward block with a 4× hidden layer; 1 for Linear + ReLU"),
          Input("optimizer", "Optimizer", "adam", choices=OPTIMIZERS),
-         Input("precision", "Precision", "autocast", choices=PRECISIONS),
+         Input("precision", "Precision (mixed: autocast, float32 weights and state)",
+               "autocast", choices=PRECISIONS),
          Input("checkpoint", "Activation checkpointing (keep each layer's input only)", False),
          Input("micro_batches", "Micro-batches of gradient accumulation", 1, step="1"),
          Input("gpus", "GPUs", 1, step="1"),
-         Input("parallel", "Split", "ddp", choices=PARALLEL),
+         Input("parallel", "Split over the GPUs (data parallel: DDP)", "ddp",
+               choices=PARALLEL),
          Input("whole_widths", "Of the numbers saved, widths each GPU keeps whole under tensor "
                "parallelism", 0, help="4 in a transformer block (both norms' inputs and "
                "outputs); 2 with sequence parallelism")),
@@ -234,7 +234,7 @@ DRIVER = """\
 
 STYLE = """\
 <style>
-.fg-calc form { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 12rem);
+.fg-calc form { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 14rem);
   gap: .4rem .8rem; align-items: center; margin: .6rem 0; }
 .fg-calc label { font-size: .75rem; }
 .fg-calc .fg-help { grid-column: 1 / -1; font-size: .65rem; margin: -.3rem 0 0;
