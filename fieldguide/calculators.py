@@ -79,6 +79,7 @@ class Calculator:
     inputs: tuple[Input, ...]
     outputs: tuple[Output, ...]
     fixed: dict = field(default_factory=dict)   # arguments the form does not ask for
+    chart: str | None = None   # CHARTS: measured points drawn beside the estimate
 
 
 # Options read without the glossary's terms: an <option> holds text only, no tooltip.
@@ -127,7 +128,7 @@ CALCULATORS: dict[str, Calculator] = {
                         ("all_gather", "every GPU's piece, on every GPU"),
                         ("reduce_scatter", "a piece of the sum, on each GPU"))),
          Input("latency", "Latency (µs)", "latency", scale=1e-6)),
-        (Output(None, "Time", "seconds"),)),
+        (Output(None, "Time", "seconds"),), chart="all_reduce"),
     "roofline": Calculator(
         "How fast can it be? A step's lower bound", "step_lower_bound",
         (Input("flops", "Floating-point operations (GFLOP)", 1000, scale=1e9),
@@ -224,6 +225,57 @@ DRIVER = """\
       root.querySelector("[data-output='" + (output.key || "result") + "']").textContent =
         show(value, output.unit);
     }
+    if (spec.chart) { draw(spec.chart, args); }
+  }
+  // The estimate over the chart's x range as a line, the measured points beside it;
+  // both axes logarithmic. Shapes, not colours alone, tell the series apart.
+  function draw(chart, args) {
+    const at = spec.params.indexOf(chart.x);
+    const line = [];
+    for (let i = 0; i <= 48; i++) {
+      const x = chart.lo * Math.pow(chart.hi / chart.lo, i / 48);
+      const a = args.slice(); a[at] = x;
+      let y; try { y = %(function)s.apply(null, a); } catch (error) { y = NaN; }
+      if (Number.isFinite(y) && y > 0) { line.push([x, y]); }
+    }
+    const ys = line.map(p => p[1]);
+    const series = chart.series.map(s => s.points.map(p => [p[0], p[1] / 1000000]));
+    for (const points of series) { for (const p of points) { ys.push(p[1]); } }
+    const ylo = Math.pow(10, Math.floor(Math.log10(Math.min.apply(null, ys))));
+    const yhi = Math.pow(10, Math.ceil(Math.log10(Math.max.apply(null, ys))));
+    const W = 400, H = 230, L = 58, R = 12, T = 10, B = 34;
+    const px = x => L + (W - L - R) * Math.log(x / chart.lo) / Math.log(chart.hi / chart.lo);
+    const py = y => H - B - (H - T - B) * Math.log(y / ylo) / Math.log(yhi / ylo);
+    const out = [];
+    const ink = "fill: var(--md-default-fg-color); font-size: 11px";
+    const rule = "stroke: var(--md-default-fg-color--lightest)";
+    for (let x = 1024; x <= chart.hi; x *= 1024) {
+      if (x < chart.lo) { continue; }
+      out.push(`<line x1="${px(x)}" x2="${px(x)}" y1="${T}" y2="${H - B}" style="${rule}"/>`);
+      const anchor = x <= chart.lo ? "start" : x >= chart.hi ? "end" : "middle";
+      out.push(`<text x="${px(x)}" y="${H - B + 14}" text-anchor="${anchor}" ` +
+               `style="${ink}">${show(x, chart.unit_x)}</text>`);
+    }
+    for (let y = ylo; y <= yhi * 1.0001; y *= 10) {
+      out.push(`<line x1="${L}" x2="${W - R}" y1="${py(y)}" y2="${py(y)}" style="${rule}"/>`);
+      out.push(`<text x="${L - 4}" y="${py(y) + 4}" text-anchor="end" style="${ink}">` +
+               `${show(y, chart.unit_y)}</text>`);
+    }
+    out.push(`<text x="${(L + W - R) / 2}" y="${H - 4}" text-anchor="middle" ` +
+             `style="${ink}">${chart.xlabel}</text>`);
+    const path = line.map((p, i) => (i ? "L" : "M") + px(p[0]) + " " + py(p[1])).join(" ");
+    out.push(`<path d="${path}" style="fill: none; stroke: var(--md-accent-fg-color); ` +
+             `stroke-width: 2"/>`);
+    series.forEach(function (points, k) {
+      const fill = k ? "var(--md-default-fg-color)" : "var(--md-primary-fg-color)";
+      for (const p of points) {
+        const x = px(p[0]), y = py(p[1]);
+        out.push(k ? `<rect x="${x - 3.5}" y="${y - 3.5}" width="7" height="7" style="fill: ${fill}"/>`
+                   : `<circle cx="${x}" cy="${y}" r="4" style="fill: ${fill}"/>`);
+      }
+    });
+    root.querySelector(".fg-chart").innerHTML =
+      `<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="${chart.title}">${out.join("")}</svg>`;
   }
   form.addEventListener("input", update);
   form.addEventListener("change", update);
@@ -249,6 +301,8 @@ STYLE = """\
 .fg-calc dl { display: grid; grid-template-columns: minmax(0, 1fr) auto; gap: .2rem .8rem;
   font-size: .75rem; margin: .4rem 0 0; }
 .fg-calc dt { margin: 0; } .fg-calc dd { margin: 0; font-weight: 700; text-align: right; }
+.fg-calc .fg-chart svg { width: 100%; max-width: 32rem; height: auto; display: block;
+  margin: .6rem 0 .2rem; }
 @media (max-width: 30em) { .fg-calc form { grid-template-columns: minmax(0, 1fr); } }
 </style>"""
 
@@ -257,6 +311,39 @@ def _default(value, defaults: dict[str, float]):
     if isinstance(value, str) and value in defaults:
         return defaults[value]
     return value
+
+
+CHARTS = {
+    "all_reduce": {"x": "nbytes", "unit_x": "bytes", "unit_y": "seconds",
+                   "xlabel": "Tensor size", "lo": 1024, "hi": 2**30},
+}
+
+
+def chart_spec(name: str, default_gpu: str | None) -> dict:
+    """A chart's measured series, from the default GPU's machines of two and four (or any
+    machines of two and four where it has none): each all-reduce's median time per operation
+    over the runs, against its size."""
+    data = estimates._data(str(ROOT))
+    gpu = default_gpu or "nvidia-h200"
+    series = []
+    for count in (2, 4):
+        machines = sorted(m for m in data.machines if m.startswith(f"{count}x-"))
+        machine = f"{count}x-{gpu}" if f"{count}x-{gpu}" in machines else next(iter(machines), None)
+        if machine is None:
+            continue
+        # microseconds to three figures: no e-notation in the page's text, scripts included
+        points = [[b.extra["message_bytes"], float(f"{b.value('per_op') * 1e6:.3g}")]
+                  for _, b in data.current(f"scaling.all_reduce[{count}gpus-*]")
+                  if b in data.machines[machine].benchmarks]
+        if points:
+            series.append({"label": f"measured on {data.machines[machine].gpu}",
+                           "points": sorted(points)})
+    if not series:
+        raise TimingError(f"chart {name!r}: no current run measured an all-reduce")
+    words = " and ".join(s["label"] for s in series)
+    title = (f"All-reduce time against tensor size, both logarithmic: the estimate for the "
+             f"inputs above as a line; {words} as points")
+    return {**CHARTS[name], "series": series, "title": title}
 
 
 def _ratio(scale: float) -> dict[str, int]:
@@ -286,7 +373,8 @@ def _text(words: str) -> str:
     return "".join(out) + html.escape(words[last:])
 
 
-def calculator_html(name: str, defaults: dict[str, float], with_style: bool) -> str:
+def calculator_html(name: str, defaults: dict[str, float], with_style: bool,
+                    default_gpu: str | None = None) -> str:
     """The calculator's form and script, as one block of raw HTML."""
     calc = CALCULATORS[name]
     fn = getattr(will_it_fit, calc.function)
@@ -322,7 +410,15 @@ def calculator_html(name: str, defaults: dict[str, float], with_style: bool) -> 
                       f'data-output="{o.key or "result"}" aria-live="polite">—</output></dd>'
                       for o in calc.outputs)
     spec = {"params": params, "inputs": spec_inputs, "fixed": calc.fixed,
-            "outputs": [{"key": o.key, "unit": o.unit} for o in calc.outputs]}
+            "outputs": [{"key": o.key, "unit": o.unit} for o in calc.outputs],
+            "chart": chart_spec(calc.chart, default_gpu) if calc.chart else None}
+    chart = ""
+    if spec["chart"]:
+        marks = ["●", "■"]
+        legend = "; ".join(f"{marks[i]} {html.escape(s['label'])}"
+                           for i, s in enumerate(spec["chart"]["series"]))
+        chart = (f'<div class="fg-chart"></div><p class="fg-help">Line: the estimate for '
+                 f"the inputs above, from the smallest size to the largest. {legend}.</p>")
     script = (pyjs.translate(will_it_fit, [calc.function])
               + DRIVER % {"id": json.dumps(uid), "spec": json.dumps(spec),
                           "function": calc.function})
@@ -330,7 +426,7 @@ def calculator_html(name: str, defaults: dict[str, float], with_style: bool) -> 
     return (f'<div class="fg-calc" id="{uid}">' + (STYLE if with_style else "")
             + f'<p><strong>{_text(calc.title)}</strong></p>'
             + f'<form aria-label="{html.escape(calc.title)}">{"".join(rows)}</form>'
-            + f"<dl>{outputs}</dl>"
+            + f"<dl>{outputs}</dl>" + chart
             + "<script>(function () {\n" + script + "})();</script></div>")
 
 
@@ -452,7 +548,8 @@ class _Render(Preprocessor):
                 if defaults is None:
                     defaults = measured_defaults(default_gpu)
                 try:
-                    block = calculator_html(match["name"], defaults, not styled)
+                    block = calculator_html(match["name"], defaults, not styled,
+                                            default_gpu)
                 except (TimingError, pyjs.TranslationError) as exc:
                     problems.append(str(exc))
                     continue

@@ -80,6 +80,17 @@ def test_the_calculators_answer_from_the_keyboard(browser, site, width):  # noqa
         expected = est.collective_seconds(nbytes * 2**20, gpus, bus * 1e9, "all_gather",
                                           latency * 1e-6)
         assert shown == _words(expected, "seconds"), (shown, expected)
+        # the measured all-reduces beside the estimate: a line and every point, redrawn
+        chart = page.locator("#calc-collective .fg-chart svg")
+        points = chart.locator("circle, rect").count()
+        expected_points = sum(len(s["points"]) for s in
+                              calculators.chart_spec("all_reduce", None)["series"])
+        assert chart.get_attribute("role") == "img" and chart.get_attribute("aria-label")
+        assert points == expected_points and chart.locator("path").count() == 1
+        before = chart.locator("path").get_attribute("d")
+        page.focus("#calc-collective-gpus")
+        page.keyboard.press("ArrowUp")
+        assert chart.locator("path").get_attribute("d") != before
         assert not errors, errors
         assert not off_site, off_site
     finally:
