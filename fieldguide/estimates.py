@@ -260,7 +260,8 @@ def _waves(data: Data, full: bool) -> Iterator[Point]:
         if not peak or (shape["fill"] >= 0.95) != full:
             continue
         estimate = est.matmul_seconds(x["m"], x["n"], x["k"], peak * 1e12, sms=x["sms"])
-        yield Point(f"m = {x['m']}: {shape['waves']} waves, last {shape['fill']:.0%} full",
+        waves = f"{shape['waves']} wave{'s' if shape['waves'] > 1 else ''}"
+        yield Point(f"m = {x['m']}: {waves}, last {shape['fill']:.0%} full",
                     bench.name, slug, record.run.id, estimate,
                     record.stats["median"] / x["ops"], "seconds")
 
