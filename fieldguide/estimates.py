@@ -17,7 +17,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from fieldguide import ROOT
@@ -312,9 +311,26 @@ CHECKS: dict[str, Check] = {
 }
 
 
-@cache
+_cached: dict[str, tuple[tuple, Data]] = {}
+
+
+def _inputs(root: Path) -> tuple:
+    """What the points are made from: each run, and the code that decides what is stale."""
+    found = []
+    for folder in ("timings", "benchmarks", "snippets"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in (".json", ".py") and "__pycache__" not in path.parts:
+                stat = path.stat()
+                found.append((str(path), stat.st_size, stat.st_mtime_ns))
+    return tuple(found)
+
+
 def _data(root: str) -> Data:
-    return Data(Path(root))
+    """The runs, read once and again only when a run or the code changed (`mkdocs serve`)."""
+    key = _inputs(Path(root))
+    if root not in _cached or _cached[root][0] != key:
+        _cached[root] = (key, Data(Path(root)))
+    return _cached[root][1]
 
 
 def points(name: str, root: Path = ROOT) -> list[Point]:
