@@ -492,14 +492,13 @@ def error_text(check: str, args: str) -> str:
 
 # --- The extension ----------------------------------------------------------------------------
 
-def _default_gpu(md) -> str | None:
+def _render_config(md) -> dict:
+    """fieldguide.render's settings in mkdocs.yml: the reference GPU (`timings`) and whether a
+    number needs three runs from two leases (`require_runs`), which these numbers follow."""
     from fieldguide.render import context
 
     ctx = context(md)
-    if ctx is None:
-        return None
-    config = ctx.mdx_configs.get("fieldguide.render") or {}
-    return config.get("timings") or None
+    return (ctx.mdx_configs.get("fieldguide.render") or {}) if ctx else {}
 
 
 class _Include(Preprocessor):
@@ -530,7 +529,10 @@ class _Render(Preprocessor):
 
         if nested(self.md):
             return lines
-        default_gpu = _default_gpu(self.md) or "nvidia-h200"
+        config = _render_config(self.md)
+        default_gpu = config.get("timings") or "nvidia-h200"
+        data = estimates._data(str(ROOT))
+        data.used.clear()  # what this page reads, for the runs rule below
         problems: list[str] = []
         defaults: dict[str, float] | None = None
         styled = False
@@ -573,6 +575,9 @@ class _Render(Preprocessor):
                     return found[0]
 
             out.append(ERROR.sub(error, line))
+        if config.get("require_runs"):
+            problems += [f"{line}; measure it with `make gpu-round`, or keep the page in "
+                         "draft_docs until then" for line in data.thin(default_gpu)]
         if problems:
             self.md.fieldguide_problems = [
                 *(getattr(self.md, "fieldguide_problems", None) or []), *problems]

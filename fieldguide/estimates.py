@@ -55,6 +55,25 @@ class Data:
     def __init__(self, root: Path = ROOT):
         self.machines: dict[str, Timings] = {t.slug: t for t in all_timings(root / "timings")}
         self.keys = CodeKeys(root)
+        self.used: set[tuple[str, str]] = set()   # (machine, benchmark) read since cleared
+
+    def thin(self, reference: str) -> list[str]:
+        """The benchmarks read since `used` was cleared that the reference GPU (or a machine
+        of several of it) measured in fewer than RUNS_WANTED runs or LEASES_WANTED leases:
+        fieldguide.render's `require_runs` rule, which a page's numbers answer to."""
+        short = []
+        for slug, name in sorted(self.used):
+            ref = slug == reference or (slug.endswith("-" + reference)
+                                        and slug.split("-", 1)[0].rstrip("x").isdigit())
+            if not ref:
+                continue
+            bench = self.machines[slug].benchmark(name)
+            leases = {r.run.lease or r.run.id for r in bench.records}
+            if len(bench.records) < RUNS_WANTED or len(leases) < LEASES_WANTED:
+                short.append(f"{name} on {slug}: {len(bench.records)} run(s) on {len(leases)} "
+                             f"lease(s) measured its code, fewer than {RUNS_WANTED} runs from "
+                             f"{LEASES_WANTED} leases (an estimate compared with it)")
+        return short
 
     def current(self, pattern: str) -> Iterator[tuple[str, Benchmark]]:
         """(machine, benchmark) for each benchmark matching `pattern` whose newest records
@@ -66,6 +85,7 @@ class Data:
                 continue
             for bench in found:
                 if not self.keys.stale_files(bench):
+                    self.used.add((slug, bench.name))
                     yield slug, bench
 
     def records(self, pattern: str) -> Iterator[tuple[str, Benchmark, Record]]:
@@ -79,10 +99,14 @@ class Data:
         if timings is None or name not in timings.names:
             return None
         bench = timings.benchmark(name)
-        return None if self.keys.stale_files(bench) else bench.value(field)
+        if self.keys.stale_files(bench):
+            return None
+        self.used.add((machine, name))
+        return bench.value(field)
 
 
 GIB = 2**30
+RUNS_WANTED, LEASES_WANTED = 3, 2   # as fieldguide.render's require_runs asks of a number
 
 
 # --- Memory: peak bytes of a training step ----------------------------------------------------

@@ -134,3 +134,25 @@ def test_the_translation_refuses_what_it_cannot_express():
     exec(compile(source, "loops.py", "exec"), module.__dict__)
     with pytest.raises(pyjs.TranslationError, match="For"):
         pyjs.translate(module, ["f"])
+
+
+def test_the_runs_rule_names_the_reference_gpus_thin_benchmarks_only():
+    """fieldguide.render's require_runs, as the estimates follow it: three runs from two
+    leases of the reference GPU, or of a machine of several of it; other GPUs are not held."""
+    from types import SimpleNamespace as NS
+
+    from fieldguide import estimates
+
+    def bench(*leases):
+        return NS(records=[NS(run=NS(lease=lease, id=f"run{i}")) for i, lease in
+                           enumerate(leases)])
+
+    benches = {("nvidia-h200", "a"): bench("x", "x", "y"), ("nvidia-h200", "b"): bench("x", "y"),
+               ("2x-nvidia-h200", "c"): bench("x", "x", "x"),
+               ("nvidia-h100-80gb-hbm3", "d"): bench("x")}
+    data = estimates.Data.__new__(estimates.Data)
+    data.machines = {slug: NS(benchmark=lambda name, slug=slug: benches[(slug, name)])
+                     for slug, _ in benches}
+    data.used = set(benches)
+    named = [line.split(" ", 1)[0] for line in data.thin("nvidia-h200")]
+    assert named == ["c", "b"]
