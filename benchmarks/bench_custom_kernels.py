@@ -27,6 +27,7 @@ LABELS = {
     "softmax": "Softmax of {rows} x {cols} float32 values: {impl}",
     "kernel": "bias + GELU on 8192 x 4096 float32 values, GPU time: {impl}",
     "kernel[copy]": "Copy of 8192 x 4096 float32 values, GPU time",
+    "softmax_kernel": "Softmax of {rows} x {cols} float32 values, GPU time: {impl}",
 }
 WORDS = {"cupy-eager": "CuPy array operations", "cupy-elementwise": "CuPy ElementwiseKernel",
          "cupy-fuse": "CuPy, cp.fuse",
@@ -97,3 +98,21 @@ def bench_softmax(gpu_benchmark, rows):
                                     mib=x.nbytes / 2**20, bytes=2 * x.nbytes,
                                     flops=SOFTMAX_FLOPS * x.size)
     gpu_benchmark(snippet.softmax, x, rounds=30, warmup_rounds=3)
+
+
+@pytest.mark.snippet("snippets/compilers/triton_kernels.py")  # kernel_time
+@pytest.mark.parametrize("rows", [4096, 32768])
+def bench_softmax_kernel(gpu_benchmark, rows):
+    """GPU time of one RawKernel softmax (kernel_s), beside triton_kernels.kernel[*]."""
+    import statistics
+
+    from snippets.compilers.triton_kernels import kernel_time
+
+    x, _ = cupy_inputs(rows)
+    gpu_benchmark.extra_info.update(impl="cupy-raw", rows=rows, cols=4096, elements=x.size,
+                                    mib=x.nbytes / 2**20, bytes=2 * x.nbytes)
+    seconds = []
+    gpu_benchmark(lambda: seconds.append(kernel_time(snippet.softmax, x)),
+                  rounds=3, warmup_rounds=1)
+    kernel_s = statistics.median(seconds[1:])  # the warm-up round's left out
+    gpu_benchmark.extra_info.update(kernel_s=kernel_s, kernel_gbs=2 * x.nbytes / kernel_s / 1e9)
