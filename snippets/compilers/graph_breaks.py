@@ -202,6 +202,7 @@ if __name__ == "__main__":
     print("  mark_dynamic:", graphs_for_lengths(lengths, mark_dynamic=True))
     # --8<-- [end:main]
     # --8<-- [start:fullgraph_main]
+    x = torch.randn(4096, device=device)
     for fullgraph in (False, True):   # fullgraph=True also captures .item()
         graphs = count_graphs(scale_by_max_item, x, fullgraph=fullgraph)
         print(f"scale_by_max_item, fullgraph={fullgraph}: {graphs} graph(s)")
