@@ -183,9 +183,11 @@ def graphs_for_sizes(sizes, mark):
     return backend.graphs
 
 
-MARKS = {"mark_dynamic": torch._dynamo.mark_dynamic,   # 0 and 1 stay specialized
-         "maybe_mark_dynamic": torch._dynamo.maybe_mark_dynamic,   # a hint, not a rule
-         "mark_unbacked": torch._dynamo.decorators.mark_unbacked}  # any size, 0 and 1 too
+MARKS = {
+    "mark_dynamic": torch._dynamo.mark_dynamic,               # 0 and 1 stay specialized
+    "maybe_mark_dynamic": torch._dynamo.maybe_mark_dynamic,   # a hint, never an error
+    "mark_unbacked": torch._dynamo.decorators.mark_unbacked,  # any size, 0 and 1 too
+}
 # --8<-- [end:unbacked]
 
 
