@@ -14,7 +14,7 @@ import torch
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 if device.type == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"   # Triton's interpreter: kernels run on the CPU
+    os.environ["TRITON_INTERPRET"] = "1"   # kernels run in Triton's interpreter
 
 import triton
 import triton.language as tl
