@@ -49,6 +49,7 @@ HOST_BOUND = {
     "softmax[triton-4096]": "the operator's dispatch, the autotuner's lookup and the launcher",
     "softmax[compiled-4096]": "the compiled call's host work and its launch",
     "launch[512]": "Python, the autotuner's lookup and Triton's launcher",
+    "launch[4096]": "the autotuner's lookup and Triton's launcher",
 }
 
 COLS = 4096

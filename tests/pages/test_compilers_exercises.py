@@ -28,7 +28,7 @@ def test_marking_the_batch_unbacked_serves_every_size_from_one_graph(snippet):
     for serve, graphs in ((snippet.serve_requests, 2), (snippet.serve_marked, 1)):
         backend = snippet.CountingBackend()
         torch.compiler.reset()
-        serve(torch.compile(snippet.clipped_scale_fixed, backend=backend), sizes)
+        serve(torch.compile(snippet.unit_rows, backend=backend), sizes)
         assert backend.graphs == graphs, serve.__name__
 
 
