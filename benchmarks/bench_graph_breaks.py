@@ -6,15 +6,13 @@ one graph); compiling happens in the warm-up rounds. `bytes` is what one fused p
 x, write the result). `recompiles`: a fresh compile of `scale_by_max` called on 4 lengths, with
 `dynamic=False` (one graph per length), the default (a static graph, then a dynamic one) and
 `mark_dynamic` (one dynamic graph); `graphs` is how many graphs Dynamo made. Each round starts
-from `torch.compiler.reset()`, an empty Inductor cache directory and lengths no earlier round used,
-in a process that has compiled before (warm imports; kernels it generated before, such as the
-dynamic one, stay loaded in memory). It measures compile time: the host (CPU, Python, the C
-compiler) more than the GPU. Budget on an H100: about 40 s.
+from `torch.compiler.reset()`, empty Inductor and Triton caches on disk and in memory
+(`torch._inductor.utils.fresh_cache`) and lengths no earlier round used, in a process that has
+compiled before (warm imports): each compiles its kernels for real. It measures compile time:
+the host (CPU, Python, the C compiler) more than the GPU. Budget on an H100: about 40 s.
 """
 
 import itertools
-import os
-import tempfile
 
 import pytest
 import torch
@@ -57,11 +55,15 @@ def bench_recompiles(gpu_benchmark, shapes, tmp_path):
     gpu_benchmark.extra_info.update(
         shapes=shapes, calls=len(LENGTHS), host_bound=True,
         graphs=snippet.graphs_for_lengths(LENGTHS, **SHAPES[shapes]))
+    from torch._inductor.utils import fresh_cache
+
     rounds = itertools.count(1 + 10 * list(SHAPES).index(shapes))  # lengths unique to a round
 
     def compile_new_lengths():
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=tmp_path)
-        lengths = [n + 4096 * next(rounds) for n in LENGTHS]
-        snippet.call_with_lengths(lengths, **SHAPES[shapes])
+        # Empty Inductor and Triton caches, on disk and in memory: a kernel an earlier round
+        # compiled (the dynamic one has the same source for every length) compiles again.
+        with fresh_cache(dir=str(tmp_path)):
+            lengths = [n + 4096 * next(rounds) for n in LENGTHS]
+            snippet.call_with_lengths(lengths, **SHAPES[shapes])
 
     gpu_benchmark(compile_new_lengths, rounds=2, warmup_rounds=0)

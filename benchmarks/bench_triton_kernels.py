@@ -6,7 +6,14 @@ Inductor (`compiled`, one kernel), and PyTorch's own `torch.softmax` (`torch`). 
 tensor copied, the ceiling a one-pass kernel can reach. `bytes` is what one pass must move (read the
 input, write the output), so `bandwidth_gbs` compares every variant with the copy; `flops` counts
 5 operations per element (max, subtract, exp, add, divide) for the roofline. The autotuner
-and Inductor compile in the warm-up rounds. Budget on an H100: about 20 s.
+and Inductor compile in the warm-up rounds. These time whole calls from Python, each waited for.
+
+`launch`: the same kernel launched plainly (`launch_softmax`, no custom operator), timed the same
+way. `kernel`: the GPU time of one call of each (`kernel_s`, the snippet's `kernel_time`: CUDA
+events around each of 50 calls queued behind a few large products, so no host work is in it), and
+`kernel_gbs`, the bytes of one pass over that time. A `kernel` round's own time (its median) is
+the whole `kernel_time` call, products ahead included: read `kernel_s`, not the median.
+Budget on an H100: about 30 s.
 """
 
 import pytest
@@ -20,9 +27,13 @@ pytestmark = [pytest.mark.snippet("snippets/compilers/triton_kernels.py"), pytes
 LABELS = {
     "softmax": "Softmax of {rows} x {cols} float32 values: {impl}",
     "copy": "Device-to-device copy of {rows} x {cols} float32 values",
+    "launch": "Softmax of {rows} x {cols} float32 values: {impl}",
+    "kernel": "Softmax of {rows} x {cols} float32 values, GPU time: {impl}",
+    "kernel[copy-*]": "Copy of {rows} x {cols} float32 values, GPU time",
 }
 WORDS = {
-    "triton": "the Triton kernel",
+    "triton": "the Triton operator",
+    "launch": "the Triton kernel, launched plainly",
     "eager": "PyTorch formula, eager",
     "compiled": "PyTorch formula, torch.compile",
     "torch": "torch.softmax",
@@ -37,6 +48,8 @@ HOST_BOUND = {
     "copy[512]": "Python and one kernel launch",
     "softmax[triton-4096]": "the operator's dispatch, the autotuner's lookup and the launcher",
     "softmax[compiled-4096]": "the compiled call's host work and its launch",
+    "launch[512]": "Python, the autotuner's lookup and Triton's launcher",
+    "launch[4096]": "the autotuner's lookup and Triton's launcher",
 }
 
 COLS = 4096
@@ -72,3 +85,31 @@ def bench_copy(gpu_benchmark, rows):
     dst = torch.empty_like(x)
     describe(gpu_benchmark, x, "copy")
     gpu_benchmark(snippet.copy, x, dst, rounds=30, warmup_rounds=3)
+
+
+@pytest.mark.parametrize("rows", ROWS)
+def bench_launch(gpu_benchmark, rows):
+    x = torch.randn(rows, COLS, device="cuda")
+    describe(gpu_benchmark, x, "launch")
+    gpu_benchmark(snippet.launch_softmax, x, rounds=30, warmup_rounds=3)
+
+
+KERNEL_IMPLS = {**IMPLS, "launch": snippet.launch_softmax}
+
+
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("impl", [*KERNEL_IMPLS, "copy"])
+def bench_kernel(gpu_benchmark, impl, rows):
+    import statistics  # here, not at the top: a module-level import is timed code for all
+
+    x = torch.randn(rows, COLS, device="cuda")
+    describe(gpu_benchmark, x, impl)
+    del gpu_benchmark.extra_info["flops"]  # a roofline point would read the round's time
+    fn, args = ((snippet.copy, (x, torch.empty_like(x))) if impl == "copy"
+                else (KERNEL_IMPLS[impl], (x,)))
+    seconds = []
+    gpu_benchmark(lambda: seconds.append(snippet.kernel_time(fn, *args)),
+                  rounds=3, warmup_rounds=1)
+    kernel_s = statistics.median(seconds[1:])  # the warm-up round's left out
+    gpu_benchmark.extra_info.update(kernel_s=kernel_s,
+                                    kernel_gbs=snippet.softmax_bytes(x) / kernel_s / 1e9)

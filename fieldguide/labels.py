@@ -50,6 +50,7 @@ FIELD_LABELS: dict[str, str] = {
     "allocated_before_bytes": "Allocated before", "new_blocks": "New blocks",
     "utilization_pct": "GPU utilization", "power_w": "Power",
     "step_us": "Step", "pause_s": "Pause", "overlap_ms": "Overlap", "kernel_s": "Kernel time",
+    "kernel_gbs": "Kernel bandwidth",
     "event_s": "Event time", "all_reduce_ms": "All-reduce", "busbw_gbs": "Bus bandwidth",
     "items_per_s": "Items per second", "num_workers": "Worker processes",
     "idle_gpu0": "GPU 0 idle", "idle_gpu1": "GPU 1 idle", "idle_mean": "Idle, both GPUs",

@@ -1,5 +1,5 @@
-"""CuPy kernels beside Triton: an ElementwiseKernel for a fused elementwise chain and a
-RawKernel for a row-wise softmax, for code that works with CuPy arrays.
+"""CuPy kernels beside Triton: an ElementwiseKernel and cp.fuse for a fused elementwise
+chain and a RawKernel for a row-wise softmax, for code that works with CuPy arrays.
 
 Run it on a CUDA machine: python -m snippets.compilers.custom_kernels
 """
@@ -23,6 +23,16 @@ def bias_gelu_eager(x, bias):
     y = x + bias
     return y * (1 / (1 + cp.exp(-1.702 * y)))
 # --8<-- [end:elementwise]
+
+
+# --8<-- [start:fuse]
+@cp.fuse()
+def bias_gelu_fused(x, bias):
+    """bias_gelu_eager's array operations, which cp.fuse compiles into one kernel at
+    the first call for each set of input dtypes and dimensions."""
+    y = x + bias
+    return y * (1 / (1 + cp.exp(-1.702 * y)))
+# --8<-- [end:fuse]
 
 
 # --8<-- [start:raw]
@@ -92,8 +102,10 @@ if __name__ == "__main__":
     bias = cp.random.standard_normal(4096, dtype=cp.float32)
     cp.testing.assert_allclose(bias_gelu_kernel(x, bias), bias_gelu_eager(x, bias),
                                rtol=1e-5, atol=1e-6)
+    cp.testing.assert_allclose(bias_gelu_fused(x, bias), bias_gelu_eager(x, bias),
+                               rtol=1e-5, atol=1e-6)
     # CuPy and PyTorch share the memory through DLPack: no copy for the comparison.
     expected = torch.softmax(torch.from_dlpack(x), dim=-1)
     torch.testing.assert_close(torch.from_dlpack(softmax(x)), expected)
-    print("ElementwiseKernel and RawKernel match CuPy and torch.softmax")
+    print("ElementwiseKernel, cp.fuse and RawKernel match CuPy and torch.softmax")
     # --8<-- [end:check]

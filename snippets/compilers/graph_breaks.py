@@ -109,6 +109,88 @@ def graphs_for_lengths(lengths, dynamic=None, mark_dynamic=False):
 # --8<-- [end:recompiles]
 
 
+# --8<-- [start:count_graphs]
+def count_graphs(fn, *args, **compile_options):
+    """How many graphs torch.compile(fn, **compile_options)(*args) captures."""
+    backend = CountingBackend()
+    torch.compiler.reset()
+    torch.compile(fn, backend=backend, **compile_options)(*args)
+    return backend.graphs
+# --8<-- [end:count_graphs]
+
+
+# --8<-- [start:strict_region]
+def step_with_strict_core(x, core=scale_by_max_item):
+    """Breaks allowed around the core (the print), none inside it: a break in
+    core raises where it happens instead of splitting the graph quietly."""
+    print("step")                                    # a break this step accepts
+    with torch._dynamo.error_on_graph_break(True):   # PyTorch 2.9 and later
+        return core(x)
+# --8<-- [end:strict_region]
+
+
+# --8<-- [start:disable]
+@torch.compiler.disable        # Dynamo never traces it: one clean break per call
+def log_halfway(y):
+    print(f"halfway: {tuple(y.shape)}")
+
+
+def print_through_disable(x):
+    y = torch.sin(x) + 1
+    log_halfway(y)
+    return torch.relu(y - 1)
+# --8<-- [end:disable]
+
+
+# --8<-- [start:nonstrict]
+def shift_of(y):
+    torch._dynamo.graph_break()   # stands for Python Dynamo cannot follow: a C
+    return y.mean()               # extension, a language feature it lacks
+
+
+@torch._dynamo.nonstrict_trace    # its tensor operations join the graph
+def traced_shift_of(y):
+    torch._dynamo.graph_break()
+    return y.mean()
+
+
+def centred(x, shift=shift_of):
+    y = torch.sin(x) + 1
+    return torch.relu(y - shift(y))
+# --8<-- [end:nonstrict]
+
+
+# --8<-- [start:serve]
+def serve(compiled, batches):
+    """Run a compiled function warmed up on the shapes it will see, and refuse to
+    compile in the middle of serving: a new shape raises instead (PyTorch 2.6+)."""
+    with torch.compiler.set_stance("fail_on_recompile"):
+        return [compiled(x) for x in batches]
+# --8<-- [end:serve]
+
+
+# --8<-- [start:unbacked]
+def graphs_for_sizes(sizes, mark):
+    """Graphs torch.compile makes for scale_by_max on inputs of these lengths, each
+    input's dimension 0 marked with mark(x, 0) first."""
+    backend = CountingBackend()
+    torch.compiler.reset()
+    compiled = torch.compile(scale_by_max, backend=backend)
+    for n in sizes:
+        x = torch.randn(n, device=device)
+        mark(x, 0)
+        compiled(x)
+    return backend.graphs
+
+
+MARKS = {
+    "mark_dynamic": torch._dynamo.mark_dynamic,               # 0 and 1 stay specialized
+    "maybe_mark_dynamic": torch._dynamo.maybe_mark_dynamic,   # a hint, never an error
+    "mark_unbacked": torch._dynamo.decorators.mark_unbacked,  # any size, 0 and 1 too
+}
+# --8<-- [end:unbacked]
+
+
 if __name__ == "__main__":
     # --8<-- [start:main]
     x = torch.randn(4096, device=device)
@@ -121,3 +203,33 @@ if __name__ == "__main__":
     print("  default (static first, then dynamic):", graphs_for_lengths(lengths))
     print("  mark_dynamic:", graphs_for_lengths(lengths, mark_dynamic=True))
     # --8<-- [end:main]
+    # --8<-- [start:fullgraph_main]
+    x = torch.randn(4096, device=device)
+    for fullgraph in (False, True):   # fullgraph=True also captures .item()
+        graphs = count_graphs(scale_by_max_item, x, fullgraph=fullgraph)
+        print(f"scale_by_max_item, fullgraph={fullgraph}: {graphs} graph(s)")
+    # --8<-- [end:fullgraph_main]
+    # --8<-- [start:strict_main]
+    for core in (scale_by_max_item, scale_by_max):
+        try:
+            graphs = count_graphs(step_with_strict_core, x, core)
+            print(f"{core.__name__}: {graphs} graphs, no break in the core")
+        except torch._dynamo.exc.Unsupported as error:
+            print(f"{core.__name__}: {str(error).splitlines()[0]}")
+    # --8<-- [end:strict_main]
+    # --8<-- [start:tools_main]
+    print("disable:", count_graphs(print_through_disable, x), "graphs")
+    print("graph break:", count_graphs(centred, x), "graphs;",
+          "nonstrict_trace:", count_graphs(centred, x, traced_shift_of), "graph")
+    compiled = torch.compile(scale_by_max, dynamic=False)
+    warm = [torch.randn(n, device=device) for n in (1000, 2000)]
+    for batch in warm:
+        compiled(batch)                           # warm up first: two compiles
+    serve(compiled, warm)                         # the same shapes: no compile
+    try:
+        serve(compiled, [torch.randn(3000, device=device)])
+    except RuntimeError as error:
+        print("fail_on_recompile:", str(error).splitlines()[0][:60])
+    for name, mark in MARKS.items():
+        print(f"lengths 1 to 4, {name}: {graphs_for_sizes([1, 2, 3, 4], mark)} graph(s)")
+    # --8<-- [end:tools_main]

@@ -43,6 +43,27 @@ def show_generated_code():
 # --8<-- [end:output_code]
 
 
+# --8<-- [start:generated_code]
+def generated_kernels(fn, *args):
+    """{name: source} of each kernel Inductor writes for fn(*args): a Triton kernel
+    from its @triton.jit on a GPU, a C++ function on a CPU."""
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    torch.compiler.reset()                          # compile afresh, for these inputs
+    _, modules = run_and_get_code(torch.compile(fn), *args)  # the generated modules
+    kernels = {}
+    for module in modules:           # each kernel is a string in its module's source
+        found = re.findall(r"(\w+) = async_compile\.\w+\(.*?'''\n?(.*?)'''", module,
+                           flags=re.DOTALL)
+        for name, source in found:
+            _, jit, kernel = source.partition("@triton.jit")
+            kernels[name] = jit + kernel if jit else source
+    return kernels
+# --8<-- [end:generated_code]
+
+
 # --8<-- [start:first_call]
 import time
 
@@ -143,8 +164,20 @@ if __name__ == "__main__":
         first, second = first_and_second_call()
         print(f"first call {first:.3f} s, second call {second * 1e3:.3f} ms")
         # --8<-- [end:first_call_main]
+        # --8<-- [start:compile_times]
+        print(torch._dynamo.utils.compile_times())   # seconds in each step, so far
+        # --8<-- [end:compile_times]
     else:
         x, bias = chain_inputs()
         torch.testing.assert_close(compiled_bias_gelu(x, bias), bias_gelu(x, bias))
         print(f"bias_gelu on {device}: compiled output matches eager")
-        show_generated_code()
+        # --8<-- [start:print_kernels]
+        import textwrap
+
+        for name, source in generated_kernels(bias_gelu, *chain_inputs()).items():
+            print(f"# {name}")
+            for line in source.strip("\n").splitlines():   # long lines folded to fit
+                indent = " " * (len(line) - len(line.lstrip()) + 4)
+                print("\n".join(textwrap.wrap(line, 80, subsequent_indent=indent,
+                                              break_on_hyphens=False)))
+        # --8<-- [end:print_kernels]

@@ -125,6 +125,19 @@ softmax.register_autograd(backward, setup_context=setup_context)
 # --8<-- [end:op]
 
 
+# --8<-- [start:launch]
+def launch_softmax(x):
+    """The same kernel launched plainly, for rows whose values are adjacent: no
+    operator, so no dispatch, no autograd and no export; the autotuner still picks
+    the configuration."""
+    n_rows, n_cols = x.shape
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    softmax_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0),
+                              BLOCK=triton.next_power_of_2(n_cols))
+    return y
+# --8<-- [end:launch]
+
+
 # --8<-- [start:references]
 def naive_softmax(x):
     """Softmax as one writes it in PyTorch: five kernels eagerly (max, subtract, exp,
@@ -141,6 +154,37 @@ def copy(src, dst):
     """The ceiling: read every byte once and write it once, no arithmetic."""
     dst.copy_(src)
 # --8<-- [end:references]
+
+
+# --8<-- [start:kernel_time]
+def kernel_time(fn, *args, repeats=50):
+    """Median GPU seconds of one fn(*args), its host work left out (CUDA only).
+
+    A CUDA event is recorded before and after each call. Queued behind a few large
+    products, the calls reach the GPU faster than it runs them, so between a call's
+    two events the GPU runs that call's kernels and never waits for Python. If the
+    GPU catches up anyway (a slow host), more work goes ahead and it runs again."""
+    fn(*args)                                # warm-up: compiled, tuned, loaded
+    a = torch.randn(4096, 4096, device="cuda")
+    events = [[torch.cuda.Event(enable_timing=True) for _ in range(2)]
+              for _ in range(repeats)]       # a (start, end) pair per call
+    for products in (8, 32, 128):            # a few milliseconds each
+        torch.cuda.synchronize()
+        for _ in range(products):
+            a @ a                            # GPU work ahead of the first call
+        ahead = torch.cuda.Event()
+        ahead.record()
+        for start, end in events:
+            start.record()
+            fn(*args)
+            end.record()
+        caught_up = ahead.query()            # the GPU idle before the last call?
+        torch.cuda.synchronize()
+        if not caught_up:
+            times = sorted(start.elapsed_time(end) / 1e3 for start, end in events)
+            return times[len(times) // 2]
+    raise RuntimeError("the GPU kept catching up with the host: time fewer calls")
+# --8<-- [end:kernel_time]
 
 
 def softmax_bytes(x):

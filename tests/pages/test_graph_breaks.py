@@ -47,6 +47,85 @@ def test_the_broken_version_refuses_fullgraph(snippet):
         compiled(torch.randn(8, device=snippet.device))
 
 
+def test_fullgraph_captures_item_instead_of_breaking(snippet):
+    # fullgraph=True turns on capture_scalar_outputs (PyTorch PR 163121): one graph, the
+    # same result, where fullgraph=False splits the function in two.
+    x = torch.randn(64, device=snippet.device)
+    assert snippet.count_graphs(snippet.scale_by_max_item, x) == 2
+    assert snippet.count_graphs(snippet.scale_by_max_item, x, fullgraph=True) == 1
+    compiled = torch.compile(snippet.scale_by_max_item, fullgraph=True,
+                             backend=snippet.CountingBackend())
+    torch.testing.assert_close(compiled(x), snippet.scale_by_max_item(x))
+
+
+def test_a_strict_region_raises_on_a_break_inside_it_only(snippet, capfd):
+    x = torch.randn(64, device=snippet.device)
+    with pytest.raises(torch._dynamo.exc.Unsupported, match=r"Tensor.item\(\)"):
+        snippet.count_graphs(snippet.step_with_strict_core, x)   # .item() in the core
+    # the print outside the strict region breaks the graph without an error
+    assert snippet.count_graphs(snippet.step_with_strict_core, x, snippet.scale_by_max) == 1
+    assert "step" in capfd.readouterr().out
+
+
+def test_disable_leaves_the_logger_to_python_every_call(snippet, capfd):
+    x = torch.randn(64, device=snippet.device)
+    assert snippet.count_graphs(snippet.print_through_disable, x) == 2
+    compiled = torch.compile(snippet.print_through_disable, backend=snippet.CountingBackend())
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), snippet.print_outside(x))
+    assert capfd.readouterr().out.count("halfway") == 3   # count_graphs' call, then two
+
+
+def test_nonstrict_trace_puts_an_untraceable_helper_into_the_graph(snippet):
+    x = torch.randn(64, device=snippet.device)
+    assert snippet.count_graphs(snippet.centred, x) == 3
+    assert snippet.count_graphs(snippet.centred, x, snippet.traced_shift_of) == 1
+    compiled = torch.compile(snippet.centred, fullgraph=True, backend="inductor")
+    torch.testing.assert_close(compiled(x, snippet.traced_shift_of), snippet.centred(x))
+
+
+def test_fail_on_recompile_serves_warm_shapes_and_refuses_new_ones(snippet):
+    backend = snippet.CountingBackend()
+    torch.compiler.reset()
+    compiled = torch.compile(snippet.scale_by_max, backend=backend, dynamic=False)
+    warm = [torch.randn(n, device=snippet.device) for n in (100, 200)]
+    for x in warm:
+        compiled(x)
+    outputs = snippet.serve(compiled, warm)
+    assert backend.graphs == 2                     # served without compiling
+    torch.testing.assert_close(outputs[1], snippet.scale_by_max(warm[1]))
+    with pytest.raises(RuntimeError, match="fail_on_recompile"):
+        snippet.serve(compiled, [torch.randn(300, device=snippet.device)])
+    compiled(torch.randn(300, device=snippet.device))  # outside serve: compiles again
+    assert backend.graphs == 3
+
+
+def test_only_mark_unbacked_keeps_length_one_in_the_same_graph(snippet):
+    sizes = [1, 2, 3, 4]
+    graphs = {name: snippet.graphs_for_sizes(sizes, mark)
+              for name, mark in snippet.MARKS.items()}
+    assert graphs == {"mark_dynamic": 2, "maybe_mark_dynamic": 2, "mark_unbacked": 1}
+
+
+def test_mark_dynamic_is_a_rule_and_maybe_mark_dynamic_a_hint(snippet):
+    def specializes(x):
+        if x.shape[0] == 10:      # Python reads the length: it becomes a constant
+            return torch.relu(x)
+        return torch.relu(-x)
+
+    for mark, raises in ((torch._dynamo.mark_dynamic, True),
+                         (torch._dynamo.maybe_mark_dynamic, False)):
+        torch.compiler.reset()
+        compiled = torch.compile(specializes, backend=snippet.CountingBackend())
+        x = torch.randn(10, device=snippet.device)
+        mark(x, 0)
+        if raises:
+            with pytest.raises(Exception, match="marked .* as dynamic"):
+                compiled(x)
+        else:
+            torch.testing.assert_close(compiled(x), specializes(x))
+
+
 def test_each_new_length_recompiles_unless_the_dimension_is_dynamic(snippet):
     lengths = [100, 200, 300, 400]
     assert snippet.graphs_for_lengths(lengths, dynamic=False) == 4

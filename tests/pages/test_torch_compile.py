@@ -36,6 +36,28 @@ def test_compiled_chain_matches_eager_and_is_one_kernel(snippet, capfd):
     torch.testing.assert_close(snippet.compiled_bias_gelu(x, bias), snippet.bias_gelu(x, bias))
 
 
+def test_the_generated_kernel_is_captured_for_the_page(snippet):
+    # What the page shows under the block: one kernel, its source as Inductor wrote it (a
+    # Triton kernel on a GPU, a C++ function on a CPU), read back by run_and_get_code.
+    kernels = snippet.generated_kernels(snippet.bias_gelu, *snippet.chain_inputs())
+    assert len(kernels) == 1, list(kernels)
+    (name, source), = kernels.items()
+    assert all(op in name for op in ("add", "mul", "sigmoid")), name
+    if snippet.device.type == "cuda":
+        assert name.startswith("triton_") and source.startswith("@triton.jit"), source[:200]
+        assert "tl.load" in source and "tl.store" in source
+    else:
+        assert name.startswith("cpp_fused") and "at::vec::Vectorized<float>" in source
+
+
+def test_compile_times_name_the_steps_of_a_compile(snippet):
+    torch.compiler.reset()                       # the next call compiles
+    snippet.compiled_bias_gelu(*snippet.chain_inputs())
+    table = torch._dynamo.utils.compile_times()
+    for step in ("_compile.compile_inner", "OutputGraph.call_user_compiler"):
+        assert step in table, table
+
+
 def test_eager_chain_is_four_operations(snippet):
     # Eagerly each aten operation is one kernel: add, multiply, sigmoid, multiply.
     x, bias = snippet.chain_inputs()

@@ -46,6 +46,8 @@ NOT_TIMED = {
         "reads only which block pinning_seconds was given, not how long it took",
     "test_profiling.py::test_cumulative_seconds_adds_up_the_unrounded_times":
         "cumulative_seconds adds up a made-up profile table: nothing runs",
+    "test_torch_compile.py::test_compile_times_name_the_steps_of_a_compile":
+        "reads the step names in torch._dynamo.utils.compile_times' table, not a duration",
     "test_when_to_use_a_gpu.py::test_compare_times_the_gpu_first_after_a_pause":
         "median_time and time.sleep are replaced by fakes that record the order of the calls",
     "test_when_to_use_a_gpu.py::test_crossover_needs_the_gpu_to_keep_winning":
