@@ -313,7 +313,7 @@ def _predict_first(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """A prompt that comes right after a code cell moves above it: in a notebook the reader
     predicts, then runs the cell (whose recorded output would otherwise give the answer away).
     A prompt the page already puts right above the code that answers it (the cell after the
-    prompt is code) stays there: the cell before it only defines what that code runs.
+    prompt is code, tests/site/test_prompts.py) stays there: the cell before it is other code.
     The GPU check, the second cell, keeps its place."""
     out: list[tuple[str, str]] = []
     for index, (kind, source) in enumerate(cells):
