@@ -10,6 +10,7 @@ gets: a collapsed <details> with a question and a non-empty answer, its numbers 
 from __future__ import annotations
 
 import html
+import posixpath
 import re
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 pytest.importorskip("markdown")  # fieldguide.glossary (which pages teach) is a Markdown extension
 
 from fieldguide import glossary, prompts
+from fieldguide.notebooks import is_workbook
 from fieldguide.shortcodes import SHORTCODE
 from tests.site.test_reader_kit import NAV, NUMBER, text, url_of
 
@@ -270,3 +272,51 @@ def test_in_a_notebook_a_prompt_above_the_code_that_answers_it_stays_there():
     cells = [("markdown", "# Title"), ("code", "gpu check"), ("code", "def f(): ..."),
              ("markdown", "> **Predict:** Q?\n>\n> *A.*"), ("code", "print(f())")]
     assert notebooks._predict_first(cells) == cells
+
+
+# --- Check yourself: recall at the end of each chapter ----------------------------------------
+
+EXERCISE_PAGES = [path for _, _, path in NAV if is_workbook(path)]
+# Exercise pages of chapters another branch is editing: the lead writes their list after the
+# merge and removes the entry (a strict expected failure says when one passes).
+NO_CHECK_YET = {
+    path: "its chapter is being revised in another branch"
+    for path in ("precision/exercises.md", "memory/memory-exercises.md",
+                 "several-gpus/several-gpus-exercises.md")
+}
+FEWEST_CHECKS, MOST_CHECKS = 6, 10
+CHECK = re.compile(r'^\?\?\? question "(?P<n>\d+)\. (?P<question>[^"]+)"[ \t]*\n'
+                   r'(?P<body>(?:(?:[ \t]*|    .*)\n)*)', re.M)
+
+
+def check_yourself(markdown: str) -> list[tuple[int, str, str]]:
+    """The (number, question, answer) of a page's "## Check yourself" section."""
+    match = re.search(r"^## Check yourself\n(?P<section>.*?)(?=^## )", markdown, re.M | re.S)
+    if not match:
+        return []
+    return [(int(m["n"]), m["question"], " ".join(m["body"].split()))
+            for m in CHECK.finditer(match["section"])]
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.xfail(reason=NO_CHECK_YET[p], strict=True))
+    if p in NO_CHECK_YET else p for p in EXERCISE_PAGES])
+def test_each_exercise_page_ends_with_a_check_yourself_list(path):
+    """fast.ai's questionnaire: six to ten questions the reader answers from memory, each
+    collapsed with an answer that links the section teaching it (a page of the nav, an anchor),
+    in a "## Check yourself" section right before the summary."""
+    markdown = text(path)
+    checks = check_yourself(markdown)
+    assert FEWEST_CHECKS <= len(checks) <= MOST_CHECKS, (
+        f"{path}: {len(checks)} 'Check yourself' questions ({FEWEST_CHECKS} to {MOST_CHECKS})")
+    assert [n for n, _, _ in checks] == list(range(1, len(checks) + 1)), f"{path}: numbering"
+    headings = re.findall(r"^## (.+)$", markdown, re.M)
+    assert headings[headings.index("Check yourself") + 1] in ("Summary",), (
+        f"{path}: 'Check yourself' comes right before '## Summary'")
+    here = posixpath.dirname(path)
+    for n, question, answer in checks:
+        assert question.endswith("?") or question.endswith("."), f"{path}: {n}. {question!r}"
+        links = [posixpath.normpath(posixpath.join(here, target))
+                 for target in re.findall(r"\]\(([^)\s]+)\)", answer)]
+        taught = [link for link in links if "#" in link and link.split("#")[0] in TEACHING]
+        assert taught, f"{path}: answer {n} links no section of a teaching page: {links}"
