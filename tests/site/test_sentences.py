@@ -20,6 +20,26 @@ MOST_WORDS = 35
 BEING_REVISED = {
     path: "being revised in another branch"
     for path in (
+        "start-here/slow-training.md",
+        "precision/tensor-cores-and-shapes.md",
+        "precision/mixed-precision-training.md",
+        "precision/activations.md",
+        "precision/channels-last.md",
+        "precision/fp8.md",
+        "precision/exercises.md",
+        "memory/where-gpu-memory-goes.md",
+        "memory/memory-over-time.md",
+        "memory/out-of-memory-errors.md",
+        "memory/needing-less-memory.md",
+        "memory/memory-exercises.md",
+        "several-gpus/ways-to-use-several-gpus.md",
+        "several-gpus/dataparallel-taken-apart.md",
+        "several-gpus/ddp-with-torchrun.md",
+        "several-gpus/fsdp2.md",
+        "several-gpus/sharing-tensors-between-processes.md",
+        "several-gpus/model-parallelism.md",
+        "several-gpus/many-machines.md",
+        "several-gpus/several-gpus-exercises.md",
     )
 }
 PAGES = [path for section, _, path in NAV if section != "Contributing"]
@@ -31,7 +51,8 @@ _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _SKIP_LINE = re.compile(r"^\s*(#|\||!!!|\?\?\?|===|\*\[|<|--8<--|\[\^)")
 # A sentence ends at . ! or ? followed by a space and a capital, a digit, an opening bracket or
 # a code span, or at the end of its paragraph.
-_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9(`*\[])")
+_ITEM = re.compile(r"^\s*(?:[-*]|\d+\.)\s+")
+_END = re.compile(r"(?<=[.!?])[\"')\]*]*\s+(?=[A-Z0-9(`*\[])")
 
 
 def sentences(markdown: str) -> list[str]:
@@ -42,10 +63,16 @@ def sentences(markdown: str) -> list[str]:
     prose = _LINK.sub(r"\1", prose)
     found = []
     for paragraph in re.split(r"\n[ \t]*\n", prose):
-        lines = [line for line in paragraph.splitlines() if not _SKIP_LINE.match(line)]
-        joined = " ".join(re.sub(r"^\s*(?:[-*]|\d+\.)\s+", "", line).strip() for line in lines)
-        joined = " ".join(joined.split())
-        found += [s for s in _END.split(joined) if s]
+        items: list[list[str]] = [[]]   # a list item ends a sentence where the next begins
+        for line in paragraph.splitlines():
+            if _SKIP_LINE.match(line):
+                continue
+            if _ITEM.match(line):
+                items.append([])
+            items[-1].append(_ITEM.sub("", line).strip())
+        for item in items:
+            joined = " ".join(" ".join(item).split())
+            found += [s for s in _END.split(joined) if s]
     return found
 
 
