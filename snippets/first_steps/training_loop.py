@@ -25,7 +25,7 @@ def spirals(n, generator):
 
 
 def train(steps=600, batch=256, log_every=100, seed=0):
-    """Fit a small network to the spirals on `device`: the losses logged, and accuracy."""
+    """Fit a small network to the spirals on `device`: logged losses, accuracy."""
     torch.manual_seed(seed)                             # every device's generator
     points, labels = spirals(8192, torch.Generator().manual_seed(seed))
     points, labels = points.to(device), labels.to(device)  # the data set, moved once

@@ -94,7 +94,9 @@ def resolve(page: str, target: str) -> tuple[str, str]:
 def url_of(path: str) -> str:
     """docs path -> the built page (use_directory_urls)."""
     stem = path.removesuffix(".md")
-    return "index.html" if stem == "index" else f"{stem}/index.html"
+    if stem == "index" or stem.endswith("/index"):   # a folder's index.md is the folder's page
+        return stem.removesuffix("index") + "index.html"
+    return f"{stem}/index.html"
 
 
 def test_the_nav_has_chapters_and_a_reference_section():
