@@ -268,15 +268,11 @@ def render_queue(code, build, page) -> str:
     alt = f"Timeline: Python queues {kernels} products and waits while the {gpu} runs them"
     runs = len(both)
     one_of = f"one of the {runs} runs that measured both" if runs > 1 else "the one run"
-    caption = (f"Drawn from {one_of} on the {html.escape(gpu)}, the newest "
-               f"({html.escape(when)}, run <code>{html.escape(run.id)}</code>); the text and "
-               "the table above give the medians and ranges over all of them. That run's "
-               f"medians: <code>{html.escape(launch.name)}</code> "
-               f"({format_value('median', launch_s)} to queue) and "
-               f"<code>{html.escape(wait.name)}</code> ({format_value('median', wait_s)} until "
-               "done). It records these totals, not each launch or kernel: each launch is "
-               f"drawn as a {_ordinal(kernels)} of the {format_value('median', launch_s)} to "
-               f"queue, each product as a {_ordinal(kernels)} of the remaining time.")
+    # One sentence a reader takes in at a glance; the run, its date, the benchmarks and how
+    # the two measured totals are spread over launches and products are in the words below.
+    caption = (f"Python queues {kernels} matrix products and then waits while the "
+               f"{html.escape(gpu)} runs them, drawn from {one_of} (the newest); the text and "
+               "the table above give the medians over all of them.")
     description = (
         f"Two timelines with three rows: the CPU running Python, the queue of work waiting for the "
         f"GPU, and the GPU's stream. Python launches {kernels} matrix products one after "
@@ -290,7 +286,11 @@ def render_queue(code, build, page) -> str:
         f"on average; "
         f"the queue shrinks by one as each starts, and Python goes on only when the last one ends, "
         f"{format_value('median', wait_s)} after the first launch. Only the two totals were "
-        f"measured, on the {gpu}, in run {run.id} of {when}, {one_of}.")
+        f"measured, on the {gpu}, in run {run.id} of {when}, {one_of}: {launch.name} "
+        f"({format_value('median', launch_s)} to queue) and {wait.name} "
+        f"({format_value('median', wait_s)} until done). Each launch is drawn as a "
+        f"{_ordinal(kernels)} of the time to queue, each product as a {_ordinal(kernels)} of "
+        "the remaining time.")
     return embed(build, page, "host-queue", svgs, alt, caption, description)
 
 
@@ -657,7 +657,7 @@ DIAGRAMS: dict[str, Diagram] = {
         description=(
             "A schematic of the trace viewer with two rows. The upper row is the Python thread: "
             "a span named forward contains two aten::mm operator spans, and each of those a "
-            "short launch call such as cudaLaunchKernel (cuBLAS on Hopper GPUs often launches through "
+            "short launch call such as cudaLaunchKernel (cuBLAS often launches through "
             "cudaLaunchKernelExC or cuLaunchKernelEx instead). After forward comes a long span in "
             "which item() calls cudaStreamSynchronize, then a span of other host work, then the next step's "
             "forward. The lower row is the CUDA stream: two gemm kernels, each linked by a flow "

@@ -70,8 +70,9 @@ NOT_TEACHING = {"index.md", "glossary.md", "cheat-sheet.md", "headline-numbers.m
 
 
 def teaches(page: str) -> bool:
-    """Whether a page (its path under docs/) teaches: not in NOT_TEACHING, not an exercise page."""
-    return page not in NOT_TEACHING and not is_workbook(page)
+    """Whether a page (its path under docs/) teaches: not in NOT_TEACHING, not an exercise page,
+    not a chapter's landing page (its folder's index.md, which lists the chapter's pages)."""
+    return page not in NOT_TEACHING and not is_workbook(page) and not page.endswith("/index.md")
 
 
 HEADING = re.compile(r"^#{1,6}\s+(.*)$", re.M)

@@ -312,14 +312,19 @@ PREDICT = "> **Predict:**"
 def _predict_first(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """A prompt that comes right after a code cell moves above it: in a notebook the reader
     predicts, then runs the cell (whose recorded output would otherwise give the answer away).
+    A prompt the page already puts right above the code that answers it (the cell after the
+    prompt is code, tests/site/test_prompts.py) stays there: the cell before it is other code.
     The GPU check, the second cell, keeps its place."""
     out: list[tuple[str, str]] = []
-    for kind, source in cells:
+    for index, (kind, source) in enumerate(cells):
         if kind == "markdown" and source.startswith(PREDICT) and len(out) > 2 and out[-1][0] == "code":
             paragraphs = source.split("\n\n")
             asked = 0
             while asked < len(paragraphs) and paragraphs[asked].startswith(PREDICT):
                 asked += 1
+            if asked == len(paragraphs) and index + 1 < len(cells) and cells[index + 1][0] == "code":
+                out.append((kind, source))   # predict, then run the very next cell
+                continue
             out.insert(len(out) - 1, ("markdown", "\n\n".join(paragraphs[:asked])))
             if paragraphs[asked:]:
                 out.append(("markdown", "\n\n".join(paragraphs[asked:])))

@@ -20,7 +20,10 @@ TAUGHT = glossary.taught_in(ABBREVIATIONS)
 # The concepts a reader needs defined (issue 34), as the site's pages spell them.
 CONCEPTS = {"warp", "SM", "kernel", "kernel launch", "eager mode", "stream", "event",
             "synchronize", "pinned memory", "Tensor Core", "autocast", "all-reduce", "rank",
-            "DDP", "FSDP", "CUDA graph", "caching allocator", "process group", "roofline"}
+            "DDP", "FSDP", "CUDA graph", "caching allocator", "process group", "roofline",
+            # issue 45: the terms the educator's read found used and never defined
+            "host", "device", "memory-bound", "compute-bound", "fusion", "launch-bound",
+            "copy engine", "micro-batch"}
 
 
 def uses(term: str, page: str) -> int:

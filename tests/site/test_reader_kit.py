@@ -63,7 +63,11 @@ def nav_pages(items, section=None):
 
 NAV = list(nav_pages(config()["nav"]))
 ORDER = [path for _, _, path in NAV]
-CHAPTER_PAGES = [path for section, _, path in NAV if section not in NOT_CHAPTERS]
+# A chapter's landing page (its folder's index.md, Material's navigation.indexes) says what the
+# chapter teaches and lists its pages: it is no lesson, so the lessons' frame is not asked of it.
+LANDING_PAGES = [path for _, _, path in NAV if path.endswith("/index.md")]
+CHAPTER_PAGES = [path for section, _, path in NAV
+                 if section not in NOT_CHAPTERS and path not in LANDING_PAGES]
 READER_PAGES = [path for section, _, path in NAV if section != "Contributing"]
 
 
@@ -90,7 +94,9 @@ def resolve(page: str, target: str) -> tuple[str, str]:
 def url_of(path: str) -> str:
     """docs path -> the built page (use_directory_urls)."""
     stem = path.removesuffix(".md")
-    return "index.html" if stem == "index" else f"{stem}/index.html"
+    if stem == "index" or stem.endswith("/index"):   # a folder's index.md is the folder's page
+        return stem.removesuffix("index") + "index.html"
+    return f"{stem}/index.html"
 
 
 def test_the_nav_has_chapters_and_a_reference_section():
@@ -138,7 +144,8 @@ def test_prerequisites_link_only_pages_that_come_earlier(path):
 
 
 @pytest.mark.parametrize("path", [path for section, _, path in NAV
-                                  if section not in NOT_CHAPTERS | ENTRY_POINTS][1:])
+                                  if section not in NOT_CHAPTERS | ENTRY_POINTS
+                                  and path not in LANDING_PAGES][1:])
 def test_prerequisites_name_at_least_one_earlier_page(path):
     """Past the first page, a reader needs something from an earlier one: the box says which (a
     box that names none, or only outside knowledge, has usually lost a page in a reordering)."""
