@@ -77,6 +77,33 @@ def test_ddp_and_fsdp2_train_the_model_of_the_global_batch(ranks):
             assert distance[layout] <= tolerance, (layout, distance)
 
 
+@pytest.mark.parametrize("layout", ["fsdp2", "tp", "sp", "fsdp2+tp", "hsdp"])
+def test_each_composed_layout_trains_the_stack_as_one_device_does(ranks, layout):
+    """Two SGD steps of the block stack under FSDP2, TP, TP + SP, FSDP2 + TP on a 2-D mesh and
+    HSDP, each process on its part of the global batch: every parameter changes as one device
+    training on the whole batch changes it (on 2 processes the 2-D meshes are 1 x 2)."""
+    for r in ranks:
+        # fp32 on CPUs: equal up to the order of the sums; on GPUs bf16 autocast rounds too
+        tolerance = 1e-4 if r["backend"] == "gloo" else 5e-2
+        assert r["composed"][layout] <= tolerance, (layout, r["composed"])
+
+
+def test_optimizer_groups_keep_dtensors_apart_from_plain_tensors(snippet, ranks):
+    """TP leaves the norms plain: two groups, the split weights in the first; a model with
+    nothing split is one group."""
+    assert len(snippet.param_groups(snippet.make_stack(depth=1))) == 1
+    for r in ranks:
+        split, plain = r["tp_groups"]
+        assert split and all(split) and plain and not any(plain), r["tp_groups"]
+
+
+def test_compose_refuses_an_unknown_layout(snippet):
+    import torch
+
+    with pytest.raises(ValueError, match="unknown layout 'zero'"):
+        snippet.compose(snippet.make_stack(depth=1), "zero", torch.device("cpu"))
+
+
 def test_state_budget_per_gpu(snippet):
     assert snippet.state_gib_per_gpu(2**30, "ddp", 4) == 16
     assert snippet.state_gib_per_gpu(2**30, "fsdp2", 4) == 4
@@ -181,6 +208,7 @@ def full_parameters(model):
 def rank_checks(out_dir):
     import torch
     import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
 
     from snippets.several_gpus import scaling
 
@@ -211,6 +239,11 @@ def rank_checks(out_dir):
         layout: (trained[layout] - reference).norm().item() / reference.norm().item()
         for layout in ("local", *scaling.LAYOUTS)}
     seen["backend"] = dist.get_backend()
+    seen["composed"] = {layout: scaling.trains_like_one_device(layout, device)
+                        for layout in scaling.COMPOSED}
+    stack, _ = scaling.compose(scaling.make_stack(), "tp", device)
+    seen["tp_groups"] = [[isinstance(p, DTensor) for p in group["params"]]
+                         for group in scaling.param_groups(stack)]
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(seen, f)
     # No collective in flight and no model holding gloo's work when the groups go: a gloo worker
