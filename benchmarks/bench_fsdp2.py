@@ -7,10 +7,6 @@ million parameters, bf16 autocast, Adam, 4096 samples per GPU. Budget on two H20
 with dcp.async_save into the machine's temporary folder, 5 rounds each; budget ~30 s.
 """
 
-import os
-import shutil
-import statistics
-import tempfile
 import time
 
 import pytest
@@ -127,8 +123,17 @@ def bench_step(benchmark, pair):
 
 # --- Checkpoints: dcp.save against dcp.async_save ---------------------------------------------
 
-CHECKPOINTS = os.path.join(tempfile.gettempdir(), "fieldguide-fsdp2-checkpoints")
+# (the imports of these benchmarks stay in their functions: a module-level import would make
+# the published fsdp2.step stale, being part of every benchmark's code key in this file)
 STEPS_DURING_SAVE = 5
+
+
+def checkpoints():
+    """The folder the saves go to, the same on both ranks: in the machine's temporary folder."""
+    import os
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), "fieldguide-fsdp2-checkpoints")
 
 
 def sync():
@@ -140,6 +145,8 @@ def prepare_checkpoint():
     """Both ranks: the sharded workload, Adam's state after one step, a gloo group (for
     async_save and to line the ranks up) and an empty folder. Returns the bytes of model and
     optimizer state each rank holds (the larger of the two)."""
+    import shutil
+
     device = two_ranks.device()
     model = fsdp2.build_sharded(two_ranks.workload_model, device)
     _state.update(device=device, model=model, batch=two_ranks.workload_batch(device),
@@ -147,7 +154,7 @@ def prepare_checkpoint():
                   cpu_group=dist.new_group(backend="gloo"), rounds=0, pending=None, saves=[])
     train_step()
     if dist.get_rank() == 0:
-        shutil.rmtree(CHECKPOINTS, ignore_errors=True)
+        shutil.rmtree(checkpoints(), ignore_errors=True)
     dist.barrier(group=_state["cpu_group"])
     held = fsdp2.held_by_this_rank(model, _state["optimizer"])
     return max(two_ranks.everyones(held["parameters"] + held["optimizer state"]))
@@ -163,10 +170,12 @@ def train_step():
 def start_save(mode):
     """Both ranks: one save into a new folder. Timed on rank 0: the time the training loop is
     held (all of dcp.save; async_save until the state is copied to CPU memory)."""
+    import os
+
     sync()
     dist.barrier(group=_state["cpu_group"])
     _state["rounds"] += 1
-    folder = os.path.join(CHECKPOINTS, f"round-{_state['rounds']}")
+    folder = os.path.join(checkpoints(), f"round-{_state['rounds']}")
     started = time.perf_counter()
     if mode == "blocking":
         fsdp2.save_sharded(folder, _state["model"], _state["optimizer"], epoch=0)
@@ -180,8 +189,9 @@ def start_save(mode):
 
 def finish_save():
     """Both ranks, outside the timed region: STEPS_DURING_SAVE training steps while an async
-    save writes (each timed), then wait for the save and remove its folder. Returns the step
-    times (s)."""
+    save writes (each timed), then wait for the save and remove its folder."""
+    import shutil
+
     steps = []
     if _state["pending"] is not None:
         for _ in range(STEPS_DURING_SAVE):
@@ -192,7 +202,7 @@ def finish_save():
         _state["pending"] = None
     dist.barrier(group=_state["cpu_group"])
     if dist.get_rank() == 0:
-        shutil.rmtree(CHECKPOINTS, ignore_errors=True)
+        shutil.rmtree(checkpoints(), ignore_errors=True)
     dist.barrier(group=_state["cpu_group"])
     _state.setdefault("steps_during", []).extend(steps)
 
@@ -209,6 +219,8 @@ def steps_alone():
 
 def save_times_and_release():
     """Both ranks: [(median save time, median step during an async save), ...]; then free."""
+    import statistics
+
     while len(_state["saves"]) < _state["rounds"]:  # the last callback may still be running
         time.sleep(0.01)
     during = _state.get("steps_during") or [float("nan")]
@@ -222,6 +234,8 @@ def save_times_and_release():
 @pytest.mark.parametrize("mode", ["blocking", "async"])
 def bench_checkpoint(benchmark, pair, mode):
     """The training loop held by a save of the sharded state, and the save's own time."""
+    import statistics
+
     state_bytes = pair.call(prepare_checkpoint)
     alone = pair.call(steps_alone)
 

@@ -124,7 +124,10 @@ def prepare(layout, batch_per_gpu):
     counts = {"parameters": sum(p.numel() for p in model.parameters()),
               "flops": scaling.matmul_flops(model, batch_per_gpu)}
     if layout in scaling.LAYOUTS:
-        model = scaling.lay_out(model, layout, device)
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(device.type, (torch.distributed.get_world_size(),))
+        model = scaling.lay_out(model, layout, device, mesh)
     elif layout == "dataparallel":  # one process drives every GPU; the batch is split among them
         gpus = torch.cuda.device_count()
         model = torch.nn.DataParallel(model.to(device), device_ids=list(range(gpus)))
@@ -204,6 +207,10 @@ def bench_step(benchmark, worlds, layout, gpus, batch):
         peak_gib_per_gpu=max(f[2] for f in found))
 
 
+# Dense bf16 Tensor Core peak of each GPU's datasheet, TFLOP/s (the sparse figure's half)
+DATASHEET_BF16_TFLOPS = {"NVIDIA H100 80GB HBM3": 989, "NVIDIA H200": 989}
+
+
 @pytest.mark.snippet("snippets/precision/tensor_cores_and_shapes.py")
 def bench_matmul_ceiling(gpu_benchmark):
     """The precision chapter's bf16 product of 8192 x 8192, on this machine's GPU 0; beside it,
@@ -212,41 +219,46 @@ def bench_matmul_ceiling(gpu_benchmark):
     a, b = precision.operands(n, torch.bfloat16)
     gpu_benchmark.extra_info.update(
         n=n, flops=2 * n**3, precision="bf16",
-        datasheet_tflops=scaling.DATASHEET_BF16_FLOPS[torch.cuda.get_device_name(0)] / 1e12)
+        datasheet_tflops=DATASHEET_BF16_TFLOPS[torch.cuda.get_device_name(0)])
     gpu_benchmark(precision.matmul, a, b, "bf16", rounds=15, warmup_rounds=3)
 
 
 # --- Composed layouts: a stack of transformer blocks ---------------------------------------------
 
 STACK = {"depth": 4, "dim": 4096, "heads": 32, "hidden": 16384}
-GLOBAL_BATCH, SEQ = 8, 2048  # sequences per step over all GPUs, tokens per sequence
+GLOBAL_BATCH = 8  # sequences per step, over all GPUs
+SEQ = 2048  # tokens per sequence
 
 
 def prepare_composed(layout, gpus):
     """This rank's part of the stack laid out by `layout`, Adam, its part of the global batch;
     one step (Adam's state). Returns the matmul FLOPs of one GPU's share of a step (each
     layout splits the same work n ways: TP the weights, data parallelism the tokens)."""
+    from snippets.several_gpus import composing
+
     release_buffer()
     device = torch.device("cuda", 0) if layout == "one" else several.device()
     with torch.device(device):  # initialised on the GPU: every rank the same, by the seed
-        blocks = scaling.make_stack(**STACK)
+        blocks = composing.make_stack(**STACK)
         x = torch.randn(GLOBAL_BATCH, SEQ, STACK["dim"])
         y = torch.randn(GLOBAL_BATCH, SEQ, STACK["dim"])
     flops = scaling.matmul_flops(blocks, GLOBAL_BATCH * SEQ) // gpus
     model, (part, parts) = ((blocks, (0, 1)) if layout == "one"
-                            else scaling.compose(blocks, layout, device))
+                            else composing.compose(blocks, layout, device))
     batch = (x.chunk(parts)[part].contiguous(), y.chunk(parts)[part].contiguous())
     _state.update(device=device, model=model, batch=batch,
-                  optimizer=torch.optim.Adam(scaling.param_groups(model)))
+                  optimizer=torch.optim.Adam(composing.param_groups(model)))
     step()
     torch.cuda.reset_peak_memory_stats(device)
     return flops
 
 
 COMPOSED_POINTS = ([("one", 1)] + [(layout, 2) for layout in ("fsdp2", "tp", "sp")]
-                   + [(layout, 4) for layout in scaling.COMPOSED])
+                   + [(layout, 4) for layout in ("fsdp2", "tp", "sp", "fsdp2+tp", "hsdp")])
 
 
+@pytest.mark.snippet("snippets/several_gpus/composing.py",
+                     "snippets/several_gpus/tensor_parallelism.py")
 @pytest.mark.parametrize(("layout", "gpus"), [
     pytest.param(layout, n, marks=[FOUR] if n == 4 else [],
                  id=f"{layout.replace('+', '-')}-{n}gpu{'s' if n > 1 else ''}")

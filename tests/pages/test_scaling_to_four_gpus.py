@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
 PROCESSES = RANK_PROCESSES
 
-pytestmark = pytest.mark.snippet("snippets/several_gpus/scaling.py")
+pytestmark = pytest.mark.snippet("snippets/several_gpus/scaling.py",
+                                 "snippets/several_gpus/composing.py")
 
 CLAIMS = {
     "busbw_4_over_2_min": 0.9,  # 4-GPU all-reduce bus bandwidth at 1 GiB over the 2-GPU one
@@ -88,20 +89,24 @@ def test_each_composed_layout_trains_the_stack_as_one_device_does(ranks, layout)
         assert r["composed"][layout] <= tolerance, (layout, r["composed"])
 
 
-def test_optimizer_groups_keep_dtensors_apart_from_plain_tensors(snippet, ranks):
+def test_optimizer_groups_keep_dtensors_apart_from_plain_tensors(ranks):
     """TP leaves the norms plain: two groups, the split weights in the first; a model with
     nothing split is one group."""
-    assert len(snippet.param_groups(snippet.make_stack(depth=1))) == 1
+    from snippets.several_gpus import composing
+
+    assert len(composing.param_groups(composing.make_stack(depth=1))) == 1
     for r in ranks:
         split, plain = r["tp_groups"]
         assert split and all(split) and plain and not any(plain), r["tp_groups"]
 
 
-def test_compose_refuses_an_unknown_layout(snippet):
+def test_compose_refuses_an_unknown_layout():
     import torch
 
+    from snippets.several_gpus import composing
+
     with pytest.raises(ValueError, match="unknown layout 'zero'"):
-        snippet.compose(snippet.make_stack(depth=1), "zero", torch.device("cpu"))
+        composing.compose(composing.make_stack(depth=1), "zero", torch.device("cpu"))
 
 
 def test_state_budget_per_gpu(snippet):
@@ -123,7 +128,7 @@ def test_lay_out_refuses_an_unknown_layout(snippet):
     import torch
 
     with pytest.raises(ValueError, match="unknown layout 'zero'"):
-        snippet.lay_out(snippet.make_mlp(width=8, depth=1), "zero", torch.device("cpu"))
+        snippet.lay_out(snippet.make_mlp(width=8, depth=1), "zero", torch.device("cpu"), None)
 
 
 @pytest.mark.fresh_interpreter
@@ -210,9 +215,9 @@ def rank_checks(out_dir):
     import torch.distributed as dist
     from torch.distributed.tensor import DTensor
 
-    from snippets.several_gpus import scaling
+    from snippets.several_gpus import composing, scaling
 
-    _, device = scaling.start_mesh(names=("dp",))
+    mesh, device = scaling.start_mesh(names=("dp",))
     rank, n = dist.get_rank(), dist.get_world_size()
     seen, trained = {}, {}
     torch.manual_seed(rank)  # each rank its own batch, as in data-parallel training
@@ -226,7 +231,7 @@ def rank_checks(out_dir):
     for layout in ("global", "local", *scaling.LAYOUTS):
         model = scaling.make_mlp(width=64, depth=3).to(device)
         if layout in scaling.LAYOUTS:
-            model = scaling.lay_out(model, layout, device)
+            model = scaling.lay_out(model, layout, device, mesh)
         optimizer = torch.optim.Adam(model.parameters())
         for _ in range(2):
             scaling.train_step(model, optimizer, *batches.get(layout, (x, y)))
@@ -239,11 +244,11 @@ def rank_checks(out_dir):
         layout: (trained[layout] - reference).norm().item() / reference.norm().item()
         for layout in ("local", *scaling.LAYOUTS)}
     seen["backend"] = dist.get_backend()
-    seen["composed"] = {layout: scaling.trains_like_one_device(layout, device)
-                        for layout in scaling.COMPOSED}
-    stack, _ = scaling.compose(scaling.make_stack(), "tp", device)
+    seen["composed"] = {layout: composing.trains_like_one_device(layout, device)
+                        for layout in composing.COMPOSED}
+    stack, _ = composing.compose(composing.make_stack(), "tp", device)
     seen["tp_groups"] = [[isinstance(p, DTensor) for p in group["params"]]
-                         for group in scaling.param_groups(stack)]
+                         for group in composing.param_groups(stack)]
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(seen, f)
     # No collective in flight and no model holding gloo's work when the groups go: a gloo worker

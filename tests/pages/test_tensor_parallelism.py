@@ -83,6 +83,24 @@ def test_forward_sends_two_all_reduces_or_two_gathers_and_two_scatters(ranks):
         assert r["sends_sp"]["optimizer"] == {"all_reduce": 4}
 
 
+def test_sequence_parallelism_keeps_only_the_norms_inputs_sharded(ranks):
+    """Per block and rank, TP + SP keeps what TP keeps less (1 - 1/n) of the two norms' inputs
+    (batch x sequence x width each) and of their per-token statistics (mean and 1/std, one
+    number per token each): the column-split layers keep their gathered input whole, under
+    both. Both keep less than one device, which keeps every head's and every hidden unit's
+    activations."""
+    batch, seq = 2, 16  # the worker's input
+    for r in ranks:
+        n, kept = len(ranks), r["kept"]
+        share = 1 - 1 / n
+        norms = 2 * batch * seq * DIM * 4 + 2 * 2 * batch * seq * 4  # fp32 inputs, statistics
+        if r["backend"] == "gloo":  # fp32 everywhere
+            assert kept["tp"] - kept["sp"] == share * norms, kept
+        else:  # GPU attention kernels keep other things, the same under both plans
+            assert kept["tp"] - kept["sp"] == pytest.approx(share * norms, rel=0.05), kept
+        assert kept["sp"] < kept["tp"] < kept["one"], kept
+
+
 def test_fsdp2_with_tp_on_a_2d_mesh_trains_like_one_device(ranks):
     assert all(r["two_d"] is True for r in ranks)
 
@@ -115,6 +133,11 @@ def rank_checks(out_dir):
     mine = x.chunk(n, dim=1)[rank]
     seen["sends_sp"] = tp.what_a_step_sends(tp.sequence_parallel(tp.Block().to(device), mesh),
                                             mine)
+    seen["kept"] = {
+        "one": tp.activations_kept(tp.Block().to(device), x),
+        "tp": tp.activations_kept(tp.tensor_parallel(tp.Block().to(device), mesh), x),
+        "sp": tp.activations_kept(tp.sequence_parallel(tp.Block().to(device), mesh),
+                                  mine.contiguous())}
     seen["held"] = tp.what_this_rank_holds(tp.tensor_parallel(tp.Block().to(device), mesh))
     seen["held_sp"] = tp.what_this_rank_holds(tp.sequence_parallel(tp.Block().to(device), mesh))
     mesh_2d = tp.init_device_mesh(device.type, (n // 2, 2), mesh_dim_names=("dp", "tp"))
