@@ -152,6 +152,26 @@ def step():
     torch.cuda.synchronize(_state["device"])
 
 
+def host_ms(repeats=5):
+    """This rank: the median time the host takes to issue a training step, starting with the
+    GPU idle and not waiting for it at the end (near the step's time: the GPUs wait for the
+    host)."""
+    import time  # here, not at the top: a module-level import would key every benchmark here
+
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize(_state["device"])
+        started = time.perf_counter()
+        scaling.train_step(_state["model"], _state["optimizer"], *_state["batch"])
+        times.append(time.perf_counter() - started)
+    torch.cuda.synchronize(_state["device"])
+    return sorted(times)[len(times) // 2] * 1e3
+
+
+def everyones_host_ms():
+    return several.everyones(host_ms())
+
+
 def held_peak_and_release():
     """This rank's (training state GiB by tensor sizes, the same by the allocator, peak GiB
     since prepare()); then free the workload.
@@ -195,14 +215,16 @@ def bench_step(benchmark, worlds, layout, gpus, batch):
         counts = world.call(prepare, layout, batch)
         # plain benchmark: n ranks; world.announcer starts each round on the other ranks too
         benchmark.pedantic(step, setup=world.announcer(step), rounds=12, warmup_rounds=2)
+        hosts = world.call(everyones_host_ms)
         found = world.call(everyones_held_peak_and_release)
     else:
         counts = prepare(layout, batch)
         # plain benchmark: this process alone, step() waits for every GPU it drives
         benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=12, warmup_rounds=2)
+        hosts = [host_ms()] if layout == "one" else [float("nan")]  # DataParallel: its threads
         found = [held_peak_and_release()]
     benchmark.extra_info.update(
-        layout=layout, gpus=gpus, batch_per_gpu=batch, **counts,
+        layout=layout, gpus=gpus, batch_per_gpu=batch, **counts, host_ms=max(hosts),
         state_gib_per_gpu=max(f[0] for f in found), allocated_gib_per_gpu=max(f[1] for f in found),
         peak_gib_per_gpu=max(f[2] for f in found))
 
@@ -269,13 +291,16 @@ def bench_layouts(benchmark, worlds, layout, gpus):
         flops = prepare_composed(layout, 1)
         # plain benchmark: the baseline of the n-rank steps below, timed the same way
         benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=10, warmup_rounds=2)
+        hosts = [host_ms()]
         found = [held_peak_and_release()]
     else:
         world = worlds(gpus)
         flops = world.call(prepare_composed, layout, gpus)
         # plain benchmark: n ranks; world.announcer starts each round on the other ranks too
         benchmark.pedantic(step, setup=world.announcer(step), rounds=10, warmup_rounds=2)
+        hosts = world.call(everyones_host_ms)
         found = world.call(everyones_held_peak_and_release)
     benchmark.extra_info.update(
         layout=layout, gpus=gpus, tokens=GLOBAL_BATCH * SEQ, flops=flops, **STACK,
+        host_ms=max(hosts),
         state_gib_per_gpu=max(f[0] for f in found), peak_gib_per_gpu=max(f[2] for f in found))
