@@ -30,7 +30,15 @@ CLAIMS = {
     # allocator memory after a step on one of 4 GPUs, over one GPU's alone (4096 samples per GPU)
     "fsdp2_memory_share_max": 0.30,  # FSDP2: a quarter, plus padding and its buffers
     "ddp_memory_share_max": 1.05,  # DDP: a whole copy, its buckets being the gradients
+    # FSDP2's step at 16384 samples per GPU over its step at 4096 (first runs, 2026-11-28: 1.06
+    # on 2 H200s, 1.01 on 4), against one GPU's growth over the same (2.5): a host-bound step
+    "fsdp2_flat_max": 1.3,
+    "one_gpu_growth_min": 2.0,
 }
+# The share of the whole stack's training state each GPU holds under each composed layout:
+# 1/k, k = GPUs the state is sharded or split over (HSDP: the 2 GPUs of one "machine")
+STATE_SHARDS = {"fsdp2": lambda n: n, "tp": lambda n: n, "sp": lambda n: n,
+                "fsdp2+tp": lambda n: n, "hsdp": lambda n: 2}
 
 
 @pytest.fixture(scope="module", params=PROCESSES, ids=process_id)
@@ -199,6 +207,35 @@ def test_ddp_holds_a_whole_copy_on_each_gpu(measured):
         share = (run.value(four, "allocated_gib_per_gpu")
                  / run.value(one, "allocated_gib_per_gpu"))
         assert 1 <= share <= CLAIMS["ddp_memory_share_max"], (str(run), share)
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_fsdp2s_step_hardly_grows_with_four_times_the_samples(measured, gpus):
+    """Four times the samples per GPU: one GPU's step grows with the compute, FSDP2's does not
+    (the host's time to issue its per-unit work is the step)."""
+    one = ("scaling.step[one-1gpu-4096]", "scaling.step[one-1gpu-16384]")
+    fsdp2 = (f"scaling.step[fsdp2-{gpus}gpus-4096]", f"scaling.step[fsdp2-{gpus}gpus-16384]")
+    for run in measured(*one, *fsdp2):
+        assert run.value(one[1]) / run.value(one[0]) >= CLAIMS["one_gpu_growth_min"], str(run)
+        flat = run.value(fsdp2[1]) / run.value(fsdp2[0])
+        assert flat <= CLAIMS["fsdp2_flat_max"], (str(run), flat)
+
+
+def test_fsdp2_on_two_gpus_is_slower_than_one_gpu_on_the_whole_batch(measured):
+    one, two = "scaling.step[one-1gpu-16384]", "scaling.step[fsdp2-2gpus-8192]"
+    for run in measured(one, two):
+        assert run.value(two) > run.value(one), str(run)
+
+
+@pytest.mark.parametrize("layout, gpus", [(layout, 2) for layout in ("fsdp2", "tp", "sp")]
+                         + [(layout, 4) for layout in STATE_SHARDS])
+def test_each_composed_layout_holds_its_share_of_the_state(measured, layout, gpus):
+    one = "scaling.layouts[one-1gpu]"
+    name = f"scaling.layouts[{layout.replace('+', '-')}-{gpus}gpus]"
+    k = STATE_SHARDS[layout](gpus)
+    for run in measured(one, name):
+        share = run.value(name, "state_gib_per_gpu") / run.value(one, "state_gib_per_gpu")
+        assert 1 / k <= share <= 1.02 / k, (str(run), share, k)
 
 
 # --- The worker ----------------------------------------------------------------------------------
