@@ -221,10 +221,12 @@ def bench_step(benchmark, worlds, layout, gpus, batch):
         counts = prepare(layout, batch)
         # plain benchmark: this process alone, step() waits for every GPU it drives
         benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=12, warmup_rounds=2)
-        hosts = [host_ms()] if layout == "one" else [float("nan")]  # DataParallel: its threads
+        hosts = [host_ms()] if layout == "one" else []  # DataParallel: its threads, not here
         found = [held_peak_and_release()]
+    if hosts:
+        benchmark.extra_info["host_ms"] = max(hosts)
     benchmark.extra_info.update(
-        layout=layout, gpus=gpus, batch_per_gpu=batch, **counts, host_ms=max(hosts),
+        layout=layout, gpus=gpus, batch_per_gpu=batch, **counts,
         state_gib_per_gpu=max(f[0] for f in found), allocated_gib_per_gpu=max(f[1] for f in found),
         peak_gib_per_gpu=max(f[2] for f in found))
 
