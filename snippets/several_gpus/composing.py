@@ -10,9 +10,8 @@ NCCL where every process has a GPU, gloo on CPU processes otherwise.
 
 GPUS_NEEDED = 0  # one GPU per process where there are enough; gloo on CPU processes otherwise
 
-# The page shows these before the sections below: `train_step` from the scaling script, the
-# block, the TP plans, `fsdp_and_tp` and `start_mesh` from the tensor-parallelism page.
-from snippets.several_gpus.scaling import train_step
+# The page shows these before the sections below: the block, the TP plans, `fsdp_and_tp`
+# and `start_mesh` from the tensor-parallelism page.
 from snippets.several_gpus.tensor_parallelism import (
     Block,
     fsdp_and_tp,
@@ -103,8 +102,9 @@ def trains_like_one_device(layout, device, steps=2, batch=4, seq=16):
     """SGD steps of a composed stack against the whole stack on one device.
 
     Every process builds the same stack and the same global batch; the composed
-    copy trains on this process's part of the batch. SGD's step is proportional
-    to the gradient, so a gradient off by a factor shows (Adam's step would not).
+    copy trains on this process's part of the batch, in float32 (no autocast), so
+    that only the order of the sums differs. SGD's step is proportional to the
+    gradient, so a gradient off by a factor shows (Adam's step would not).
     Returns the largest difference between a parameter's change and one device's,
     relative to that change (0 up to float rounding).
     """
@@ -117,7 +117,9 @@ def trains_like_one_device(layout, device, steps=2, batch=4, seq=16):
     for model, data in ((whole, (x, y)), (composed, mine)):
         optimizer = torch.optim.SGD(param_groups(model), lr=0.1)
         for _ in range(steps):
-            train_step(model, optimizer, *data)
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(data[0]), data[1]).backward()
+            optimizer.step()
     worst = 0.0
     for name, p in composed.named_parameters():
         full = p.full_tensor() if isinstance(p, DTensor) else p.detach()

@@ -92,8 +92,9 @@ def test_each_composed_layout_trains_the_stack_as_one_device_does(ranks, layout)
     HSDP, each process on its part of the global batch: every parameter changes as one device
     training on the whole batch changes it (on 2 processes the 2-D meshes are 1 x 2)."""
     for r in ranks:
-        # fp32 on CPUs: equal up to the order of the sums; on GPUs bf16 autocast rounds too
-        tolerance = 1e-4 if r["backend"] == "gloo" else 5e-2
+        # float32 (no autocast): equal up to the order of the sums, which GPU kernels change
+        # with the shapes they are given
+        tolerance = 1e-4 if r["backend"] == "gloo" else 1e-3
         assert r["composed"][layout] <= tolerance, (layout, r["composed"])
 
 
