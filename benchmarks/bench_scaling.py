@@ -7,8 +7,11 @@ This process is rank 0 on GPU 0 (benchmarks/ranks.py); followers are the other r
 (snippets/several_gpus/scaling.py): an MLP of 8 layers of 4096 x 4096 and a head, about 134 million
 parameters, bf16 autocast, Adam, 4096 or 16384 samples per GPU (weak scaling) and 16384 samples
 split over the GPUs (strong scaling: 8192 per GPU on two, 4096 on four).
-Budget on four H100s: ~6 s to start each of three groups of ranks, ~30 s of steps, ~10 s of
-all-reduces.
+The composed layouts (`layouts`): a stack of 4 transformer blocks of width 4096 (about 805 million
+parameters), fp32 parameters, bf16 autocast, Adam, a global batch of 8 sequences of 2048 tokens,
+under FSDP2, TP, TP + SP on 2 and 4 GPUs, and FSDP2 + TP and HSDP on 2 x 2 GPUs.
+Budget on four H200s: ~6 s to start each of four groups of ranks, ~30 s of steps, ~10 s of
+all-reduces, ~30 s of composed layouts (on two H200s: about half of each).
 """
 
 import functools
@@ -32,8 +35,12 @@ LABELS = {
     "step[one-1gpu-4096]": "One GPU alone: a training step of {batch_per_gpu} samples",
     "step[one-1gpu-16384]": "One GPU alone: a training step of {batch_per_gpu} samples",
     "matmul_ceiling": "The ceiling: an {n} × {n} product in bf16 on GPU 0",
+    "layouts": "{layout} on {gpus} GPUs: a training step of the block stack",
+    "layouts[one-1gpu]": "One GPU alone: a training step of the block stack",
 }
-WORDS = {"one": "One GPU", "ddp": "DDP", "fsdp2": "FSDP2", "dataparallel": "DataParallel"}
+WORDS = {"one": "One GPU", "ddp": "DDP", "fsdp2": "FSDP2", "dataparallel": "DataParallel",
+         "tp": "Tensor parallel", "sp": "Tensor + sequence parallel",
+         "fsdp2+tp": "FSDP2 (across) + TP (within 2)", "hsdp": "HSDP (sharded within 2)"}
 
 FOUR = pytest.mark.gpus(4)
 WIDTH, DEPTH = 4096, 8
@@ -117,7 +124,10 @@ def prepare(layout, batch_per_gpu):
     counts = {"parameters": sum(p.numel() for p in model.parameters()),
               "flops": scaling.matmul_flops(model, batch_per_gpu)}
     if layout in scaling.LAYOUTS:
-        model = scaling.lay_out(model, layout, device)
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(device.type, (torch.distributed.get_world_size(),))
+        model = scaling.lay_out(model, layout, device, mesh)
     elif layout == "dataparallel":  # one process drives every GPU; the batch is split among them
         gpus = torch.cuda.device_count()
         model = torch.nn.DataParallel(model.to(device), device_ids=list(range(gpus)))
@@ -140,6 +150,26 @@ def step():
         for gpu in _state["model"].device_ids:  # the replicas' work on the other GPUs
             torch.cuda.synchronize(gpu)
     torch.cuda.synchronize(_state["device"])
+
+
+def host_ms(repeats=5):
+    """This rank: the median time the host takes to issue a training step, starting with the
+    GPU idle and not waiting for it at the end (near the step's time: the GPUs wait for the
+    host)."""
+    import time  # here, not at the top: a module-level import would key every benchmark here
+
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize(_state["device"])
+        started = time.perf_counter()
+        scaling.train_step(_state["model"], _state["optimizer"], *_state["batch"])
+        times.append(time.perf_counter() - started)
+    torch.cuda.synchronize(_state["device"])
+    return sorted(times)[len(times) // 2] * 1e3
+
+
+def everyones_host_ms():
+    return several.everyones(host_ms())
 
 
 def held_peak_and_release():
@@ -185,22 +215,94 @@ def bench_step(benchmark, worlds, layout, gpus, batch):
         counts = world.call(prepare, layout, batch)
         # plain benchmark: n ranks; world.announcer starts each round on the other ranks too
         benchmark.pedantic(step, setup=world.announcer(step), rounds=12, warmup_rounds=2)
+        hosts = world.call(everyones_host_ms)
         found = world.call(everyones_held_peak_and_release)
     else:
         counts = prepare(layout, batch)
         # plain benchmark: this process alone, step() waits for every GPU it drives
         benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=12, warmup_rounds=2)
+        hosts = [host_ms()] if layout == "one" else []  # DataParallel: its threads, not here
         found = [held_peak_and_release()]
+    if hosts:
+        benchmark.extra_info["host_ms"] = max(hosts)
     benchmark.extra_info.update(
         layout=layout, gpus=gpus, batch_per_gpu=batch, **counts,
         state_gib_per_gpu=max(f[0] for f in found), allocated_gib_per_gpu=max(f[1] for f in found),
         peak_gib_per_gpu=max(f[2] for f in found))
 
 
+# Dense bf16 Tensor Core peak of each GPU's datasheet, TFLOP/s (the sparse figure's half)
+DATASHEET_BF16_TFLOPS = {"NVIDIA H100 80GB HBM3": 989, "NVIDIA H200": 989}
+
+
 @pytest.mark.snippet("snippets/precision/tensor_cores_and_shapes.py")
 def bench_matmul_ceiling(gpu_benchmark):
-    """The precision chapter's bf16 product of 8192 x 8192, on this machine's GPU 0."""
+    """The precision chapter's bf16 product of 8192 x 8192, on this machine's GPU 0; beside it,
+    the GPU's datasheet peak (dense bf16), the other yardstick of MFU."""
     n = 8192
     a, b = precision.operands(n, torch.bfloat16)
-    gpu_benchmark.extra_info.update(n=n, flops=2 * n**3, precision="bf16")
+    gpu_benchmark.extra_info.update(
+        n=n, flops=2 * n**3, precision="bf16",
+        datasheet_tflops=DATASHEET_BF16_TFLOPS[torch.cuda.get_device_name(0)])
     gpu_benchmark(precision.matmul, a, b, "bf16", rounds=15, warmup_rounds=3)
+
+
+# --- Composed layouts: a stack of transformer blocks ---------------------------------------------
+
+STACK = {"depth": 4, "dim": 4096, "heads": 32, "hidden": 16384}
+GLOBAL_BATCH = 8  # sequences per step, over all GPUs
+SEQ = 2048  # tokens per sequence
+
+
+def prepare_composed(layout, gpus):
+    """This rank's part of the stack laid out by `layout`, Adam, its part of the global batch;
+    one step (Adam's state). Returns the matmul FLOPs of one GPU's share of a step (each
+    layout splits the same work n ways: TP the weights, data parallelism the tokens)."""
+    from snippets.several_gpus import composing
+
+    release_buffer()
+    device = torch.device("cuda", 0) if layout == "one" else several.device()
+    with torch.device(device):  # initialised on the GPU: every rank the same, by the seed
+        blocks = composing.make_stack(**STACK)
+        x = torch.randn(GLOBAL_BATCH, SEQ, STACK["dim"])
+        y = torch.randn(GLOBAL_BATCH, SEQ, STACK["dim"])
+    flops = scaling.matmul_flops(blocks, GLOBAL_BATCH * SEQ) // gpus
+    model, (part, parts) = ((blocks, (0, 1)) if layout == "one"
+                            else composing.compose(blocks, layout, device))
+    batch = (x.chunk(parts)[part].contiguous(), y.chunk(parts)[part].contiguous())
+    _state.update(device=device, model=model, batch=batch,
+                  optimizer=torch.optim.Adam(composing.param_groups(model)))
+    step()
+    torch.cuda.reset_peak_memory_stats(device)
+    return flops
+
+
+COMPOSED_POINTS = ([("one", 1)] + [(layout, 2) for layout in ("fsdp2", "tp", "sp")]
+                   + [(layout, 4) for layout in ("fsdp2", "tp", "sp", "fsdp2+tp", "hsdp")])
+
+
+@pytest.mark.snippet("snippets/several_gpus/composing.py",
+                     "snippets/several_gpus/tensor_parallelism.py")
+@pytest.mark.parametrize(("layout", "gpus"), [
+    pytest.param(layout, n, marks=[FOUR] if n == 4 else [],
+                 id=f"{layout.replace('+', '-')}-{n}gpu{'s' if n > 1 else ''}")
+    for layout, n in COMPOSED_POINTS])
+def bench_layouts(benchmark, worlds, layout, gpus):
+    """A training step of the block stack, the same global batch, under each layout."""
+    if layout == "one":
+        flops = prepare_composed(layout, 1)
+        # plain benchmark: the baseline of the n-rank steps below, timed the same way
+        benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=10, warmup_rounds=2)
+        hosts = [host_ms()]
+        found = [held_peak_and_release()]
+    else:
+        world = worlds(gpus)
+        flops = world.call(prepare_composed, layout, gpus)
+        # plain benchmark: n ranks; world.announcer starts each round on the other ranks too
+        benchmark.pedantic(step, setup=world.announcer(step), rounds=10, warmup_rounds=2)
+        hosts = world.call(everyones_host_ms)
+        found = world.call(everyones_held_peak_and_release)
+    benchmark.extra_info.update(
+        layout=layout, gpus=gpus, tokens=GLOBAL_BATCH * SEQ, flops=flops, **STACK,
+        host_ms=max(hosts),
+        state_gib_per_gpu=max(f[0] for f in found), peak_gib_per_gpu=max(f[2] for f in found))

@@ -6,8 +6,13 @@ Needs two GPUs; the 4-GPU points need four. This process is rank 0 on GPU 0 (ben
 The block: width 4096, 32 heads, an MLP of 16384, bf16 weights, 4 sequences of 2048 tokens (about
 201 million weights in its six projections). `flops` counts one GPU's share of the projections'
 products (6 per weight per token), not attention's own two products, so TFLOP/s is a floor.
-Budget on four H100s: ~6 s to start each of two groups of ranks, ~10 s of steps.
+`host_ms`: the time the host takes to issue one step, the GPU idle at the start and not waited
+for at the end (each rank's median of 5; the larger rank's): near the step's median, the GPUs
+wait for the host. Budget on four H200s: ~6 s to start each of two groups of ranks, ~10 s of
+steps.
 """
+
+import time
 
 import pytest
 import torch
@@ -58,6 +63,24 @@ def step():
     torch.cuda.synchronize(_state["device"])
 
 
+def host_ms(repeats=5):
+    """This rank: the median time the host takes to issue a step's forward and backward
+    passes, starting with the GPU idle and not waiting for it at the end."""
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize(_state["device"])
+        started = time.perf_counter()
+        _state["block"].zero_grad(set_to_none=True)
+        _state["block"](_state["x"]).sum().backward()
+        times.append(time.perf_counter() - started)
+    torch.cuda.synchronize(_state["device"])
+    return sorted(times)[len(times) // 2] * 1e3
+
+
+def everyones_host_ms():
+    return several.everyones(host_ms())
+
+
 def peak_and_release():
     peak = torch.cuda.max_memory_allocated(_state["device"]) / GiB
     _state.clear()
@@ -89,13 +112,15 @@ def bench_step(benchmark, worlds, plan, gpus):
         flops = prepare(plan, 1)
         # plain benchmark: the baseline of the n-rank steps below, timed the same way
         benchmark.pedantic(step, setup=torch.cuda.synchronize, rounds=12, warmup_rounds=2)
+        hosts = [host_ms()]
         peaks = [peak_and_release()]
     else:
         world = worlds(gpus)
         flops = world.call(prepare, plan, gpus)
         # plain benchmark: n ranks; world.announcer starts each round on the other ranks too
         benchmark.pedantic(step, setup=world.announcer(step), rounds=12, warmup_rounds=2)
+        hosts = world.call(everyones_host_ms)
         peaks = world.call(everyones_peak_and_release)
     benchmark.extra_info.update(plan=plan, gpus=gpus, tokens=BATCH * SEQ, flops=flops,
                                 activation_mib=BATCH * SEQ * DIM * 2 / 2**20,
-                                peak_gib_per_gpu=max(peaks))
+                                peak_gib_per_gpu=max(peaks), host_ms=max(hosts))

@@ -74,6 +74,9 @@ FIELD_LABELS: dict[str, str] = {
     "waits_share": "Waits between chunks", "busy_ms": "Compute kernels, all GPUs",
     "busy_alone_ms": "Compute kernels, stages alone", "compute_inflation": "Compute inflation",
     "peak_gpu2_gib": "Peak memory, GPU 2", "peak_gpu3_gib": "Peak memory, GPU 3",
+    # the several-GPUs pages: host time, checkpoints
+    "host_ms": "Host, issuing a step", "save_ms": "Save, until written",
+    "step_ms": "Training step", "step_during_save_ms": "Training step during the save",
     # the dtype each module ran in (mixed-precision training): PyTorch's own class names
     "Embedding": "Embedding", "LayerNorm": "LayerNorm", "Linear": "Linear",
     "Attention": "Attention", "GELU": "GELU", "Block": "Block",

@@ -123,6 +123,24 @@ def export_full(path, model):
 # --8<-- [end:checkpoint]
 
 
+# --8<-- [start:async_checkpoint]
+def save_sharded_async(folder, model, optimizer, epoch, group, pending=None):
+    """save_sharded, returning as soon as the state is copied to CPU memory; a
+    thread writes the files while training goes on.
+
+    `group` is a process group on the CPU (gloo), for async_save's own messages.
+    One save at a time: the previous one (`pending`) is waited for first. Returns
+    a Future: .result() waits until the files are written.
+    """
+    if pending is not None:
+        pending.result()
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    return dcp.async_save(
+        {"model": model_state, "optimizer": optimizer_state, "epoch": epoch},
+        checkpoint_id=os.path.join(folder, f"epoch-{epoch}"), process_group=group)
+# --8<-- [end:async_checkpoint]
+
+
 # --8<-- [start:main]
 import argparse
 import gc

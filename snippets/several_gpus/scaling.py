@@ -53,14 +53,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 LAYOUTS = ("ddp", "fsdp2")
 
 
-def lay_out(model, layout, device):
-    """The same model, replicated (DDP) or sharded (FSDP2) over the process group.
+def lay_out(model, layout, device, mesh):
+    """The same model, replicated (DDP) or sharded (FSDP2) over the 1-D `mesh`.
 
     DDP keeps a whole copy per GPU and all-reduces gradients; FSDP2 keeps 1/n of
     every layer, all-gathers a layer before using it and reduce-scatters its
     gradients, so each GPU ends with the gradients and Adam state of its shard.
     FSDP2 here gathers fp32 parameters (autocast casts them after the gather);
     `mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16)` would halve that.
+    The mesh names the device type: left to itself, fully_shard takes the GPU
+    whenever the machine has one, also for gloo processes on the CPU.
     """
     model = model.to(device)
     if layout == "ddp":
@@ -71,8 +73,8 @@ def lay_out(model, layout, device):
     if layout == "fsdp2":
         for layer in model:
             if isinstance(layer, nn.Linear):
-                fully_shard(layer)  # one all-gather per layer, freed after use
-        return fully_shard(model)
+                fully_shard(layer, mesh=mesh)  # one all-gather per layer, freed after
+        return fully_shard(model, mesh=mesh)
     raise ValueError(f"unknown layout {layout!r}: use one of {LAYOUTS}")
 # --8<-- [end:layouts]
 
@@ -110,9 +112,13 @@ def strong_scaling_efficiency(step_1gpu, step_ngpus, n):
     return step_1gpu / (n * step_ngpus)
 
 
-def model_flops_utilisation(flops_per_gpu, step_seconds, ceiling_flops_per_s):
-    """Useful matmul FLOP/s of a step against the fastest matmul this GPU ran."""
-    return flops_per_gpu / step_seconds / ceiling_flops_per_s
+def model_flops_utilisation(flops_per_gpu, step_seconds, peak_flops_per_s):
+    """Model FLOPs utilisation (MFU): the step's useful matmul FLOP/s over a peak.
+
+    PaLM and torchtitan divide by the GPU's datasheet peak; divided by the fastest
+    product measured on the same GPU instead, it says how close the step came to
+    what that GPU does in practice. Name the one you divide by."""
+    return flops_per_gpu / step_seconds / peak_flops_per_s
 # --8<-- [end:yardsticks]
 
 
@@ -154,7 +160,7 @@ if __name__ == "__main__":
         x = torch.randn(batch, width, device=device)
         y = torch.randn(batch, 1, device=device)
         for layout in LAYOUTS:
-            model = lay_out(make_mlp(width), layout, device)
+            model = lay_out(make_mlp(width), layout, device, mesh)
             optimizer = torch.optim.Adam(model.parameters())
             for _ in range(3):
                 loss = train_step(model, optimizer, x, y)

@@ -202,6 +202,26 @@ def what_a_step_sends(block, x):
                     for op, n in mode.get_comm_counts().items()}
             for phase, mode in (("forward", forward), ("backward", backward),
                                 ("optimizer", step))}
+
+
+def activations_kept(block, x):
+    """Bytes of activations autograd keeps on this rank for the backward pass of
+    one forward pass: every tensor saved for backward, each storage once (q, k
+    and v save one input), the weights left out."""
+    def storage(t):
+        return (t.to_local() if isinstance(t, DTensor) else t).untyped_storage()
+
+    weights = {storage(p).data_ptr() for p in block.parameters()}
+    kept = {}
+
+    def pack(t):
+        if storage(t).data_ptr() not in weights:
+            kept[storage(t).data_ptr()] = storage(t).nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        block(x.detach().requires_grad_())
+    return sum(kept.values())
 # --8<-- [end:holds]
 
 
@@ -299,6 +319,11 @@ if __name__ == "__main__":
         mine = x.chunk(n, dim=1)[rank]  # this rank's slice of the sequence
         sends_seq = what_a_step_sends(sequence_parallel(Block().to(device), mesh), mine)
         held = what_this_rank_holds(tensor_parallel(Block().to(device), mesh))
+        kept = {"one device": activations_kept(Block().to(device), x),
+                "tensor parallel": activations_kept(
+                    tensor_parallel(Block().to(device), mesh), x),
+                "+ sequence parallel": activations_kept(
+                    sequence_parallel(Block().to(device), mesh), mine.contiguous())}
         if n % 2 == 0:  # a 2-D mesh: n/2 data-parallel rows of 2 tensor-parallel ranks
             mesh_2d = init_device_mesh(device.type, (n // 2, 2),
                                        mesh_dim_names=("dp", "tp"))
@@ -313,6 +338,7 @@ if __name__ == "__main__":
             print(f"FSDP2 + TP on a 2-D mesh == one device: {two_d}")
             print(f"collectives, tensor parallel: {sends}")
             print(f"collectives, sequence parallel: {sends_seq}")
+            print(f"activations kept for backward, bytes per rank: {kept}")
             for name in ("attn.q.weight", "attn.out.weight", "mlp.up.bias",
                          "mlp.down.bias", "attn_norm.weight"):
                 local, whole, placement = held[name]

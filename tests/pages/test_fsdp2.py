@@ -28,9 +28,9 @@ CLAIMS = {
 }
 
 
-def torchrun(*args, cwd):
+def torchrun(*args, cwd, processes=2):
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc-per-node", "2", *map(str, args)],
+                           "--nproc-per-node", str(processes), *map(str, args)],
                           cwd=cwd, env=torchrun_env(),
                           capture_output=True, text=True, timeout=TIMEOUT)
 
@@ -114,6 +114,43 @@ def test_mixed_precision_policy_halves_the_all_gathers_only(ranks):
         assert gathered[1][0] * 2 == gathered[0][0], gathered
         reduced = [_bytes(found, "reduce-scatter") for found in (plain, mixed)]
         assert reduced[0] == reduced[1] and reduced[1][1] == {"float32"}, reduced
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """Saved on 2 ranks (dcp.save and dcp.async_save), then loaded on 1 and on 4: what each
+    rank of each load saw, {n: [rank 0's, ...]}."""
+    out = tmp_path_factory.mktemp("fsdp-resume")
+    worker = Path(__file__).resolve()
+    result = torchrun(worker, "save", out, cwd=out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = {}
+    for n in (1, 4):
+        result = torchrun(worker, "load", out, cwd=out, processes=n)
+        assert result.returncode == 0, result.stderr[-3000:]
+        found[n] = [json.loads((out / f"load{n}-rank{r}.json").read_text()) for r in range(n)]
+    return found
+
+
+@pytest.mark.parametrize("kind", ["blocking", "async"])
+@pytest.mark.parametrize("n", [1, 4])
+def test_a_checkpoint_saved_on_two_ranks_resumes_on_another_number(resumed, n, kind):
+    """Every tensor of the model and of AdamW's state, gathered whole after loading on n ranks,
+    equals what the 2 ranks saved; the async checkpoint holds the state of the call, not the
+    parameters changed while its thread wrote."""
+    for r in resumed[n]:
+        seen = r[kind]
+        assert r["world"] == n
+        assert seen["latest"] == "epoch-1" and seen["next_epoch"] == 2, seen
+        assert seen["differed_before"], seen  # a fresh model: loading changed it
+        assert seen["same_names"] and seen["equal"], seen
+
+
+def test_each_of_four_ranks_holds_about_a_quarter_after_resuming(resumed):
+    parameters = [r["blocking"]["held_here"]["parameters"] for r in resumed[4]]
+    whole = resumed[1][0]["blocking"]["held_here"]["parameters"]
+    assert sum(parameters) == whole
+    assert max(parameters) <= 0.26 * whole, parameters
 
 
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
@@ -450,12 +487,94 @@ def rank_checks(out_dir):
         json.dump(seen, f)
 
 
+# --- Checkpoints on another number of ranks: the worker's `save` and `load` modes ------------------
+
+def _full_state(model, optimizer):
+    """Model and optimizer state, whole, as {name: tensor} on the CPU (a collective)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    model_state, optimizer_state = get_state_dict(
+        model, optimizer, options=StateDictOptions(full_state_dict=True))
+    flat = {f"model.{k}": v for k, v in model_state.items()}
+    for name, state in optimizer_state["state"].items():
+        flat.update({f"optimizer.{name}.{k}": v for k, v in state.items()})
+    return {k: v.detach().cpu().clone() for k, v in flat.items()}
+
+
+def save_on_ranks(out_dir):
+    """2 ranks train two steps, then save: once with dcp.save, once with dcp.async_save while
+    the parameters change right after the call (training going on); OUT/saved.pt keeps the
+    state both should hold."""
+    import torch
+    import torch.distributed as dist
+
+    from snippets.several_gpus import ddp_with_torchrun as ddp
+    from snippets.several_gpus import fsdp2
+
+    device = fsdp2.start()
+    rank = dist.get_rank()
+    model = fsdp2.build_sharded(ddp.make_model, device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x, y = ddp.make_dataset(n=64, seed=rank).tensors
+    for _ in range(2):
+        optimizer.zero_grad(set_to_none=True)
+        ddp.forward_backward(model, x.to(device), y.to(device))
+        optimizer.step()
+    saved = _full_state(model, optimizer)
+    fsdp2.save_sharded(os.path.join(out_dir, "blocking"), model, optimizer, epoch=1)
+    group = dist.new_group(backend="gloo")
+    first = fsdp2.save_sharded_async(os.path.join(out_dir, "async"), model, optimizer, 0, group)
+    pending = fsdp2.save_sharded_async(os.path.join(out_dir, "async"), model, optimizer, 1,
+                                       group, pending=first)
+    with torch.no_grad():  # training goes on while the thread writes
+        for p in model.parameters():
+            p.to_local().add_(1.0)
+    pending.result()
+    if rank == 0:
+        torch.save(saved, os.path.join(out_dir, "saved.pt"))
+    dist.barrier()
+
+
+def load_on_ranks(out_dir):
+    """n ranks (another number than saved them) load both checkpoints into a freshly built
+    model and optimizer; each rank writes whether the whole state equals the saved one."""
+    import torch
+    import torch.distributed as dist
+
+    from snippets.several_gpus import ddp_with_torchrun as ddp
+    from snippets.several_gpus import fsdp2
+
+    device = fsdp2.start()
+    rank, n = dist.get_rank(), dist.get_world_size()
+    saved = torch.load(os.path.join(out_dir, "saved.pt"), weights_only=True)
+    seen = {"world": n}
+    for kind in ("blocking", "async"):
+        model = fsdp2.build_sharded(ddp.make_model, device, seed=1)  # other values
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        before = _full_state(model, optimizer)
+        latest = fsdp2.latest_checkpoint(os.path.join(out_dir, kind))
+        seen[kind] = {"latest": os.path.basename(latest),
+                      "next_epoch": fsdp2.load_sharded(latest, model, optimizer)}
+        loaded = _full_state(model, optimizer)
+        seen[kind]["same_names"] = sorted(loaded) == sorted(saved)
+        seen[kind]["equal"] = all(torch.equal(loaded[k], saved[k]) for k in saved)
+        seen[kind]["differed_before"] = any(not torch.equal(before[k], saved[k])
+                                            for k in saved if k in before)
+        seen[kind]["held_here"] = fsdp2.held_by_this_rank(model, optimizer)
+    with open(os.path.join(out_dir, f"load{n}-rank{rank}.json"), "w") as f:
+        json.dump(seen, f)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     import gc
 
     import torch.distributed as dist
 
-    rank_checks(sys.argv[1])
+    mode = {"save": save_on_ranks, "load": load_on_ranks}.get(sys.argv[1])
+    if mode is None:
+        rank_checks(sys.argv[1])
+    else:
+        mode(sys.argv[2])
     gc.collect()  # free DDP's and FSDP's reference cycles before leaving, as the page's scripts do
     dist.destroy_process_group()
