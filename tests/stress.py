@@ -279,13 +279,16 @@ def busy(processes: int, seconds: float):
 
 # --- The run ---------------------------------------------------------------------------------------
 
-def stress(cases: list[str], runs: int, log=print) -> dict:
-    """`runs` launches of each case, one after the other; what failed, by cause."""
+def stress(cases: list[str], runs: int, log=print, load_until: float | None = None) -> dict:
+    """`runs` launches of each case, one after the other; what failed, by cause. With
+    `load_until` (a time.monotonic() when the busy processes end), how many of each case's
+    launches started while they still ran."""
     found = {}
     for name in cases:
-        causes, examples, started = Counter(), {}, time.monotonic()
+        causes, examples, started, loaded = Counter(), {}, time.monotonic(), 0
         launches = runs * SCALE.get(name, 1)
         for i in range(launches):
+            loaded += load_until is not None and time.monotonic() < load_until
             with tempfile.TemporaryDirectory(prefix="fieldguide-stress-") as tmp:
                 try:
                     CASES[name](Path(tmp))
@@ -306,7 +309,8 @@ def stress(cases: list[str], runs: int, log=print) -> dict:
         seconds = time.monotonic() - started
         found[name] = {"launches": launches, "failures": sum(causes.values()),
                        "causes": dict(causes), "s_per_launch": round(seconds / launches, 2),
-                       "examples": examples}
+                       "examples": examples,
+                       **({"launches_under_load": loaded} if load_until is not None else {})}
         log(f"{name}: {launches} launches, {found[name]['failures']} failed "
             f"{dict(causes) or ''} ({seconds / launches:.2f} s each)")
     SLURM.close()
@@ -358,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         load = min(args.load, MAX_LOAD)
         print(f"beside {load} busy processes: {args.runs} launches of each")
         with busy(load, MAX_LOAD_S):
-            result["phases"][f"load-{load}"] = stress(cases, args.runs)
+            result["phases"][f"load-{load}"] = stress(cases, args.runs,
+                                                      load_until=time.monotonic() + MAX_LOAD_S)
     result["machine"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
     result["seconds"] = round((datetime.datetime.now(datetime.UTC) - started).total_seconds(), 1)
     failures = sum(c.get("failures", 0) for phase in result["phases"].values()
