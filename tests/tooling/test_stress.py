@@ -32,3 +32,31 @@ def test_one_launch_of_the_exercises_case_passes_and_is_recorded(tmp_path):
     import json
 
     assert len(json.loads((tmp_path / "stress.json").read_text())["runs"]) == 2
+
+
+def test_a_reserved_port_is_handed_to_no_one_else_and_its_user_can_listen_on_it():
+    """tests.helpers.reserved_port, which the two-nodes and Slurm tests hand to torchrun's
+    rendezvous and to Slurm's daemons: while it is held, the OS gives the port to no program that
+    asks for a free one, and a TCPStore (SO_REUSEADDR, as Slurm's daemons bind) can listen on it;
+    a second listener cannot."""
+    import datetime
+    import socket
+
+    import pytest
+    import torch.distributed as dist
+
+    from tests.helpers import reserved_port
+
+    with reserved_port() as port:
+        handed_out = set()
+        for _ in range(2000):
+            with socket.socket() as other:
+                other.bind(("127.0.0.1", 0))
+                handed_out.add(other.getsockname()[1])
+        assert port not in handed_out
+        store = dist.TCPStore("127.0.0.1", port, 1, is_master=True,
+                              timeout=datetime.timedelta(seconds=10))
+        assert store.port == port
+        with pytest.raises(dist.DistNetworkError):
+            dist.TCPStore("127.0.0.1", port, 1, is_master=True,
+                          timeout=datetime.timedelta(seconds=10))
