@@ -133,8 +133,9 @@ test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (
 # for the exercises' launch(), which takes a fraction of a second), alone and then beside
 # STRESS_LOAD busy processes (at most 2, each ending by itself); failures counted by cause
 # (tests/stress.py), the result appended to benchmarks/loop/stress.json, which the contributing
-# guide shows. STRESS_CASES=a,b picks cases; STRESS_NOTE says where it ran. At the default 5,
-# about 100 launches in each half: several minutes (the result has each launch's seconds).
+# guide shows. STRESS_CASES=a,b picks cases; STRESS_NOTE says where it ran. At the default 5:
+# 100 launches of launch() and 5 of each other case in each half, several minutes (the result
+# says how long one launch of each took).
 STRESS_RUNS ?= 5
 STRESS_LOAD ?= 2
 stress: $(SETUP) slurm ## Launch every multi-process case STRESS_RUNS times, alone and under load; failures by cause
