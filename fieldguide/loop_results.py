@@ -102,13 +102,18 @@ def stress_table(results: dict) -> list[str]:
         seconds = [f["s_per_launch"] for f in found if "s_per_launch" in f]
         lines.append(f"| `{case}` | " + " | ".join(cells) + " | "
                      + ("; ".join(f"{c} ({n})" for c, n in causes.items()) or "none") + " | "
-                     + (f"{min(seconds):.1f} – {max(seconds):.1f} s" if seconds else "—") + " |")
+                     + (f"{_launch(min(seconds))} – {_launch(max(seconds))} s" if seconds else "—")
+                     + " |")
     load = run["machine"]
     lines += ["", f"- {run['date'][:16].replace('T', ' ')} UTC, `{run['commit']}`: "
               f"{load['cpus']} CPUs, Python {load['python']}, load average (1 min) "
               f"{load['load_before'][0]:.1f} → {load['load_after'][0]:.1f}, "
               f"{_seconds(run['seconds'])} in all." + (f" {run['note']}" if run.get("note") else "")]
     return lines
+
+
+def _launch(seconds: float) -> str:
+    return f"{seconds:.2f}" if seconds < 1 else f"{seconds:.1f}"
 
 
 def _phase(name: str) -> str:

@@ -117,6 +117,9 @@ def test_the_stress_table_shows_each_cases_failures_alone_and_under_load(tmp_pat
                         "launches | Causes | One launch |")
     assert lines[2] == "| `torchrun-2` | 0 / 5 | 1 / 5 | connection refused (1) | 5.2 – 8.4 s |"
     assert lines[3] == "| `slurm-job` | skipped | skipped | none | — |"
+    fast = {"runs": [{**STRESS["runs"][0], "phases": {"alone": {"exercises-fork": {
+        "launches": 240, "failures": 0, "causes": {}, "s_per_launch": 0.06}}}}]}
+    assert loop_results.stress_table(fast)[2].endswith("| 0.06 – 0.06 s |")
     assert lines[-1] == ("- 2026-11-28 16:00 UTC, `cccccccccc`: 2 CPUs, Python 3.11.7, load "
                          "average (1 min) 1.0 → 3.0, 10.0 min in all. Busy.")
     results, stress = tmp_path / "results.json", tmp_path / "stress.json"
