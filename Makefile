@@ -18,7 +18,11 @@ PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
 .PHONY: help serve build zensical build-benchmark test test-gpu lint timings timings-list timings-report lock browser \
+<<<<<<< HEAD
         slurm gpu-wheels clean notebooks new-page mermaid axe venv check loop-benchmark gpu-round outputs
+=======
+        slurm gpu-wheels clean notebooks new-page mermaid axe venv check loop-benchmark stress
+>>>>>>> flakes
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -126,6 +130,21 @@ test: $(SETUP) browser slurm ## Set up and run everything CI runs: lint, tests (
 	$(TEST_ENV) $(TEST_PARALLEL_ENV) $(PY) -m pytest -m "not timed and not whole_gpu" -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	$(TEST_ENV) $(PY) -m pytest -m "timed or whole_gpu" $(PYTEST_ARGS) $(NO_TESTS_OK) || status=1; \
 	exit $$status
+
+# Every way the tests, snippets and benchmarks start a local group of processes (the exercises'
+# launch(), torchrun --standalone, two torchruns meeting in a c10d rendezvous, the benchmarks'
+# rank harnesses, the Slurm cluster and its job), launched STRESS_RUNS times each (20 times that
+# for the exercises' launch(), which takes a fraction of a second), alone and then beside
+# STRESS_LOAD busy processes (at most 2, each ending by itself); failures counted by cause
+# (tests/stress.py), the result appended to benchmarks/loop/stress.json, which the contributing
+# guide shows. STRESS_CASES=a,b picks cases; STRESS_NOTE says where it ran. At the default 5:
+# 100 launches of launch() and 5 of each other case in each half, several minutes (the result
+# says how long one launch of each took).
+STRESS_RUNS ?= 5
+STRESS_LOAD ?= 2
+stress: $(SETUP) slurm ## Launch every multi-process case STRESS_RUNS times, alone and under load; failures by cause
+	$(PY) -m tests.stress --runs $(STRESS_RUNS) --load $(STRESS_LOAD) \
+	  $(if $(STRESS_CASES),--cases $(STRESS_CASES)) $(if $(STRESS_NOTE),--note "$(STRESS_NOTE)")
 
 # One page's loop: its notebook current, ruff on its files, a strict build of the site beside its
 # tests, its snippets and its notebook, then the checks of the built site about it

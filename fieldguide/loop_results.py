@@ -21,6 +21,10 @@ from fieldguide import ROOT, unrendered
 
 MARKER = "<!-- loop-benchmark -->"
 RESULTS = "benchmarks/loop/results.json"
+# `make stress` (tests/stress.py) launches every local multi-process case many times and appends
+# its failures by cause to STRESS_RESULTS: `<!-- stress-check -->` shows the newest run.
+STRESS_MARKER = "<!-- stress-check -->"
+STRESS_RESULTS = "benchmarks/loop/stress.json"
 
 
 def newest_steps(results: dict) -> dict[str, tuple[dict, dict]]:
@@ -78,26 +82,75 @@ def table(results: dict) -> list[str]:
     return lines
 
 
+def stress_table(results: dict) -> list[str]:
+    """Markdown: the newest stress run, one row per case: launches and failures alone and under
+    load, the causes of the failures, the seconds one launch took."""
+    run = results["runs"][-1]
+    phases = list(run["phases"])
+    lines = ["| Case | " + " | ".join(f"{_phase(p)}: failed / launches" for p in phases)
+             + " | Causes | One launch |",
+             "|:--" + "|--:" * len(phases) + "|:--|--:|"]
+    cases = list(dict.fromkeys(c for phase in run["phases"].values() for c in phase))
+    for case in cases:
+        found = [run["phases"][p].get(case, {}) for p in phases]
+        cells = [("skipped" if "skipped" in f else f"{f['failures']} / {f['launches']}")
+                 if f else "—" for f in found]
+        causes = {}
+        for f in found:
+            for cause, n in f.get("causes", {}).items():
+                causes[cause] = causes.get(cause, 0) + n
+        seconds = [f["s_per_launch"] for f in found if "s_per_launch" in f]
+        lines.append(f"| `{case}` | " + " | ".join(cells) + " | "
+                     + ("; ".join(f"{c} ({n})" for c, n in causes.items()) or "none") + " | "
+                     + (f"{_launch(min(seconds))} – {_launch(max(seconds))} s" if seconds else "—")
+                     + " |")
+    load = run["machine"]
+    lines += ["", f"- {run['date'][:16].replace('T', ' ')} UTC, `{run['commit']}`: "
+              f"{load['cpus']} CPUs, Python {load['python']}, load average (1 min) "
+              f"{load['load_before'][0]:.1f} → {load['load_after'][0]:.1f}, "
+              f"{_seconds(run['seconds'])} in all." + (f" {run['note']}" if run.get("note") else "")]
+    return lines
+
+
+def _launch(seconds: float) -> str:
+    return f"{seconds:.2f}" if seconds < 1 else f"{seconds:.1f}"
+
+
+def _phase(name: str) -> str:
+    return "alone" if name == "alone" else f"beside {name.removeprefix('load-')} busy processes"
+
+
+def _shown(path: Path, render, results: str, what: str, command: str, md) -> list[str]:
+    try:
+        return render(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        # a page problem the guard raises (fieldguide/unrendered.py): fails every build
+        md.fieldguide_problems = [
+            *(getattr(md, "fieldguide_problems", None) or []),
+            f"{results}: cannot show {what} ({type(exc).__name__}: {exc}); `{command}` writes it"]
+        return [f"*No measurement of {what}: {results} is missing or malformed.*"]
+
+
 class _LoopResults(Preprocessor):
-    def __init__(self, md, path: Path):
+    def __init__(self, md, path: Path, stress_path: Path | None = None):
         super().__init__(md)
         self.path = path
+        self.stress_path = stress_path or path.parent / Path(STRESS_RESULTS).name
 
     def run(self, lines: list[str]) -> list[str]:
-        if not any(line.strip() == MARKER for line in lines):
+        markers = {line.strip() for line in lines} & {MARKER, STRESS_MARKER}
+        if not markers:
             return lines
-        try:
-            shown = table(json.loads(self.path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-            # a page problem the guard raises (fieldguide/unrendered.py): fails every build
-            self.md.fieldguide_problems = [
-                *(getattr(self.md, "fieldguide_problems", None) or []),
-                f"{RESULTS}: cannot show the loop's times ({type(exc).__name__}: {exc}); "
-                "`make loop-benchmark` writes it"]
-            shown = [f"*No measurement of the loop: {RESULTS} is missing or malformed.*"]
+        shown = {}
+        if MARKER in markers:
+            shown[MARKER] = _shown(self.path, table, RESULTS, "the loop's times",
+                                   "make loop-benchmark", self.md)
+        if STRESS_MARKER in markers:
+            shown[STRESS_MARKER] = _shown(self.stress_path, stress_table, STRESS_RESULTS,
+                                          "the stress check's result", "make stress", self.md)
         out = []
         for line in lines:
-            out.extend(shown if line.strip() == MARKER else [line])
+            out.extend(shown.get(line.strip(), [line]))
         return out
 
 

@@ -33,6 +33,9 @@ def start_method():
 def _process(rank, world_size, store, work, results):
     dist.init_process_group("gloo", init_method=store,
                             rank=rank, world_size=world_size)
+    # Wait until every process has joined: one whose work sends nothing could
+    # otherwise finish and leave while another is still connecting to it.
+    dist.barrier()
     try:
         results.put((rank, work(rank, world_size)))
     finally:

@@ -16,7 +16,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ import psutil
 import pytest
 import torch
 
+from tests.helpers import reserved_port
 from tests.slurm import cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,23 +48,22 @@ def page_block(title: str) -> str:
     return found[title]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def workdir(tmp_path):
     """A folder with the page-3 script as train.py, and `torchrun` for this interpreter first
     on PATH (torchrun is `python -m torch.distributed.run`; this pins the interpreter)."""
     shutil.copy(SCRIPT, tmp_path / "train.py")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    return with_torchrun(tmp_path)
+
+
+def with_torchrun(folder: Path) -> Path:
+    """`folder`, with bin/torchrun in it for this interpreter (the stress check uses it too)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(exist_ok=True)
     launcher = bin_dir / "torchrun"
     launcher.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m torch.distributed.run "$@"\n')
     launcher.chmod(0o755)
-    return tmp_path
+    return folder
 
 
 def path_with(workdir: Path, path: str) -> str:
@@ -88,48 +87,11 @@ def test_the_page_states_its_blocks():
 
 @pytest.mark.fresh_interpreter
 def test_two_nodes_meet_over_loopback(workdir):
-    command = page_block("on every machine")
-    two_gpus = torch.cuda.device_count() >= 2
-    env = {**os.environ, "HEAD_NODE": "127.0.0.1", "HEAD_PORT": str(free_port()),
-           "GPUS_PER_NODE": "1", "JOB_ID": f"loopback-{os.getpid()}",
-           "PATH": path_with(workdir, os.environ.get("PATH", ""))}
-    nodes = []
-    for node in range(2):
-        # one GPU per "node" where there are two; else none (two processes on one GPU would
-        # both pick it, and NCCL refuses that), and the script falls back to gloo on the CPU
-        node_env = {**env, "CUDA_VISIBLE_DEVICES": str(node) if two_gpus else ""}
-        if not two_gpus:
-            # One thread per CPU "node", as torchrun sets for several workers on a machine: left
-            # at one per core, both nodes' threads spin against each other and the other test
-            # workers (85 s on a 16-core GPU machine with 6 workers busy, 8 s alone on 2 cores).
-            node_env["OMP_NUM_THREADS"] = "1"
-        # The first "node" (the lower pid) arrives 3 s after the second: ranks follow the
-        # sorted (host, pid) of the agents, not the order of arrival.
-        delayed = f"sleep 3; exec {command}" if node == 0 else command
-        nodes.append(subprocess.Popen(["bash", "-c", delayed], cwd=workdir, env=node_env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      start_new_session=True))
     try:
-        outputs = [node.communicate(timeout=TIMEOUT) for node in nodes]
-    except subprocess.TimeoutExpired:
-        # torchrun starts its workers in sessions of their own: find them through the tree.
-        processes = [p for node in nodes for p in tree(node.pid)]
-        stacks = hung_stacks(processes)
-        for process in processes:
-            with contextlib.suppress(psutil.Error):
-                process.kill()
-        printed = [node.communicate(timeout=30) for node in nodes]
-        pytest.fail(f"the two nodes had not finished after {TIMEOUT} s (8 s on an idle 2-core "
-                    "machine).\n" + "\n".join(
-                        f"--- node {n} (pid {node.pid}), stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
-                        for n, (node, (out, err)) in enumerate(zip(nodes, printed, strict=True)))
-                    + f"\n--- where their processes were (py-spy dump):\n{stacks}", pytrace=False)
-    finally:
-        for node in nodes:
-            if node.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(node.pid, signal.SIGKILL)
-                node.wait()
+        nodes, outputs = two_nodes(workdir, page_block("on every machine"))
+    except NodesHung as exc:
+        pytest.fail(str(exc), pytrace=False)
+    two_gpus = torch.cuda.device_count() >= 2
     for node, (_, err) in zip(nodes, outputs, strict=True):
         assert node.returncode == 0, err[-3000:]
     printed = [epoch_lines(out) for out, _ in outputs]
@@ -142,6 +104,63 @@ def test_two_nodes_meet_over_loopback(workdir):
     assert all("2 process(es)" in line and backend in line for line in lines), lines
     checkpoint = torch.load(workdir / "ckpt.pt", weights_only=True, map_location="cpu")
     assert checkpoint["epoch"] == 2
+
+
+class NodesHung(Exception):
+    """Two "nodes" still running at the time limit: what each printed, and where each was."""
+
+
+def two_nodes(workdir: Path, command: str, delay_s: float = 3, timeout: float = TIMEOUT):
+    """The page's command started as two "nodes" in `workdir` (its train.py, its bin/torchrun):
+    returns the two Popen and what each printed (stdout, stderr); raises NodesHung."""
+    with reserved_port() as head_port:  # held until both nodes have ended
+        return _two_nodes(workdir, command, delay_s, timeout, head_port)
+
+
+def _two_nodes(workdir: Path, command: str, delay_s: float, timeout: float, head_port: int):
+    two_gpus = torch.cuda.device_count() >= 2
+    env = {**os.environ, "HEAD_NODE": "127.0.0.1", "HEAD_PORT": str(head_port),
+           "GPUS_PER_NODE": "1", "JOB_ID": f"loopback-{os.getpid()}",
+           "PATH": path_with(workdir, os.environ.get("PATH", ""))}
+    nodes = []
+    for node in range(2):
+        # one GPU per "node" where there are two; else none (two processes on one GPU would
+        # both pick it, and NCCL refuses that), and the script falls back to gloo on the CPU
+        node_env = {**env, "CUDA_VISIBLE_DEVICES": str(node) if two_gpus else ""}
+        if not two_gpus:
+            # One thread per CPU "node", as torchrun sets for several workers on a machine: left
+            # at one per core, both nodes' threads spin against each other and the other test
+            # workers (85 s on a 16-core GPU machine with 6 workers busy, 8 s alone on 2 cores).
+            node_env["OMP_NUM_THREADS"] = "1"
+        # The first "node" (the lower pid) arrives delay_s after the second: ranks follow the
+        # sorted (host, pid) of the agents, not the order of arrival.
+        delayed = f"sleep {delay_s}; exec {command}" if node == 0 and delay_s else command
+        nodes.append(subprocess.Popen(["bash", "-c", delayed], cwd=workdir, env=node_env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True))
+    try:
+        outputs = [node.communicate(timeout=timeout) for node in nodes]
+    except subprocess.TimeoutExpired:
+        # torchrun starts its workers in sessions of their own: find them through the tree.
+        processes = [p for node in nodes for p in tree(node.pid)]
+        stacks = hung_stacks(processes)
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        printed = [node.communicate(timeout=30) for node in nodes]
+        raise NodesHung(
+            f"hung: the two nodes had not finished after {timeout} s (8 s on an idle 2-core "
+            "machine).\n" + "\n".join(
+                f"--- node {n} (pid {node.pid}), stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
+                for n, (node, (out, err)) in enumerate(zip(nodes, printed, strict=True)))
+            + f"\n--- where their processes were (py-spy dump):\n{stacks}") from None
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(node.pid, signal.SIGKILL)
+                node.wait()
+    return nodes, outputs
 
 
 def tree(pid: int) -> list:
@@ -215,10 +234,18 @@ def submit_command() -> tuple[dict[str, str], list[str], list[str]]:
     return env, words[1:script], words[script + 1:]
 
 
-class SlurmRun:
-    """The page's train.sbatch in a folder with train.py, submitted the page's way."""
+@pytest.fixture
+def rdzv_port():
+    """A port for the jobs' rendezvous, held for them until the test ends (reserved_port)."""
+    with reserved_port() as port:
+        yield port
 
-    def __init__(self, slurm, workdir: Path):
+
+class SlurmRun:
+    """The page's train.sbatch in a folder with train.py, submitted the page's way; its jobs'
+    rendezvous on `rdzv_port` (one job at a time)."""
+
+    def __init__(self, slurm, workdir: Path, rdzv_port: int):
         self.slurm, self.workdir = slurm, workdir
         (workdir / "train.sbatch").write_text(page_block("train.sbatch"))
         env, self.options, self.arguments = submit_command()
@@ -228,11 +255,11 @@ class SlurmRun:
         # a cluster without GPUs: hide any this machine has, as Slurm does on a node without
         # them; one thread per worker (two nodes share this machine's cores)
         self.env = {**env, "PATH": path_with(workdir, slurm.env["PATH"]),
-                    "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+                    "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
+                    "RDZV_PORT": str(rdzv_port)}
 
     def submit(self, *arguments: str) -> cluster.Job:
         """Submit with the page's options; `arguments` (train.py's) replace the page's."""
-        self.env["RDZV_PORT"] = str(free_port())
         return self.slurm.submit(*self.options, "train.sbatch", *(arguments or self.arguments),
                                  cwd=self.workdir, env=self.env)
 
@@ -268,8 +295,8 @@ def test_the_page_states_a_stable_checkpoint_and_the_hardening():
     assert 'scontrol requeue "$SLURM_JOB_ID"' in script
 
 
-def test_sbatch_script_trains_and_a_resubmitted_job_resumes(slurm, workdir):
-    run = SlurmRun(slurm, workdir)
+def test_sbatch_script_trains_and_a_resubmitted_job_resumes(slurm, workdir, rdzv_port):
+    run = SlurmRun(slurm, workdir, rdzv_port)
     first = slurm.wait(run.submit())
     assert (first.state, first.exit_code) == ("COMPLETED", "0:0"), run.report(first)
     lines = epoch_lines(run.output(first))
@@ -286,10 +313,10 @@ def test_sbatch_script_trains_and_a_resubmitted_job_resumes(slurm, workdir):
     assert run.checkpoint_epoch() == 4
 
 
-def test_near_the_time_limit_the_job_saves_requeues_and_resumes(slurm, workdir):
+def test_near_the_time_limit_the_job_saves_requeues_and_resumes(slurm, workdir, rdzv_port):
     """`--signal=B:USR1@300` sends USR1 five minutes before the limit; here the test sends it
     as soon as the first epoch is done, as Slurm would."""
-    run = SlurmRun(slurm, workdir)
+    run = SlurmRun(slurm, workdir, rdzv_port)
     job = run.submit("--epochs", "8")
     run.wait_for_output(job, "epoch 0:")
     slurm.signal_batch_script(job.id, "USR1")
@@ -327,14 +354,14 @@ def _processes_of(job_id: str, node: str) -> list[int]:
 
 
 @pytest.mark.timed  # the job must end within a bound of the kill, measured live
-def test_when_a_nodes_processes_die_the_job_ends_promptly(slurm, workdir):
+def test_when_a_nodes_processes_die_the_job_ends_promptly(slurm, workdir, rdzv_port):
     """Every process of the job on the second node killed at once, its slurmd alive to report
     it: srun --kill-on-bad-exit ends the whole job, instead of leaving the first node's worker
     waiting in an all-reduce for a partner that is gone. (A whole machine dying reports
     nothing; Slurm ends the job only after SlurmdTimeout, as NODE_FAIL: not tested here.)"""
     if len(slurm.nodes) < 2:
         pytest.skip("one node only: " + "\n".join(slurm.problems))
-    run = SlurmRun(slurm, workdir)
+    run = SlurmRun(slurm, workdir, rdzv_port)
     job = run.submit("--epochs", "1000")
     run.wait_for_output(job, "epoch 1:")
     victims = _processes_of(job.id, slurm.nodes[1])

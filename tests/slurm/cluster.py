@@ -21,13 +21,14 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.helpers import reserved_port
 
 HERE = Path(__file__).resolve().parent
 SEARCH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/local/sbin"])
@@ -112,12 +113,6 @@ def missing_commands() -> list[str]:
     return [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name, path=SEARCH) is None]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_for_idle(env: dict[str, str], procs: dict[str, subprocess.Popen], nodes: int,
                    timeout: float) -> None:
     deadline = time.monotonic() + timeout
@@ -159,11 +154,17 @@ def local_cluster(nodes: int = 2, cpus: int = 1, start_timeout: float = 60) -> I
     key = root / "munge" / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o600)
+    # The daemons' ports, held for them until they stop (reserved_port): a port picked and let
+    # go could be another program's by the time a daemon binds it.
+    ports = contextlib.ExitStack()
+    ctld_port, slurmd_port, *node_ports = (ports.enter_context(reserved_port())
+                                           for _ in range(2 + len(names)))
     node_lines = "\n".join(f"NodeName={name} NodeHostname={name} NodeAddr={name} "
-                            f"Port={_free_port()} CPUs={cpus} State=UNKNOWN" for name in names)
+                            f"Port={port} CPUs={cpus} State=UNKNOWN"
+                            for name, port in zip(names, node_ports, strict=True))
     conf = root / "slurm.conf"
     conf.write_text((HERE / "slurm.conf.in").read_text().format(
-        dir=root, user=getpass.getuser(), ctld_port=_free_port(), slurmd_port=_free_port(),
+        dir=root, user=getpass.getuser(), ctld_port=ctld_port, slurmd_port=slurmd_port,
         node_lines=node_lines, node_names=",".join(names)))
     env = {**os.environ, "SLURM_CONF": str(conf), "PATH": SEARCH}
     for name in list(env):
@@ -195,6 +196,7 @@ def local_cluster(nodes: int = 2, cpus: int = 1, start_timeout: float = 60) -> I
     finally:
         for name in reversed(list(procs)):
             _stop(procs[name])
+        ports.close()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -97,3 +97,44 @@ def test_the_make_test_profile_merges_every_process_that_ran_tests(tmp_path):
     assert merged["tests"] == 2 and merged["pytest_cpu_s"] == 30.0 and merged["pytest_wall_s"] == 50.0
     assert merged["by_file_cpu_s"] == {"tests/b.py": 5.0, "tests/a.py": 3.0}
     assert profile(tmp_path / "none.json") is None
+
+
+STRESS = {"runs": [{
+    "date": "2026-11-28T16:00:00+00:00", "commit": "cccccccccc", "note": "Busy.", "seconds": 600.0,
+    "machine": {"cpus": 2, "python": "3.11.7", "load_before": [1.0, 1, 1], "load_after": [3.0, 1, 1]},
+    "runs_per_case": 5,
+    "phases": {
+        "alone": {"torchrun-2": {"launches": 5, "failures": 0, "causes": {}, "s_per_launch": 5.2},
+                  "slurm-job": {"skipped": "Slurm is not installed (make slurm)"}},
+        "load-2": {"torchrun-2": {"launches": 5, "failures": 1, "s_per_launch": 8.4,
+                                  "causes": {"connection refused": 1}},
+                   "slurm-job": {"skipped": "Slurm is not installed (make slurm)"}}}}]}
+
+
+def test_the_stress_table_shows_each_cases_failures_alone_and_under_load(tmp_path):
+    lines = loop_results.stress_table(STRESS)
+    assert lines[0] == ("| Case | alone: failed / launches | beside 2 busy processes: failed / "
+                        "launches | Causes | One launch |")
+    assert lines[2] == "| `torchrun-2` | 0 / 5 | 1 / 5 | connection refused (1) | 5.2 – 8.4 s |"
+    assert lines[3] == "| `slurm-job` | skipped | skipped | none | — |"
+    fast = {"runs": [{**STRESS["runs"][0], "phases": {"alone": {"exercises-fork": {
+        "launches": 240, "failures": 0, "causes": {}, "s_per_launch": 0.06}}}}]}
+    assert loop_results.stress_table(fast)[2].endswith("| 0.06 – 0.06 s |")
+    assert lines[-1] == ("- 2026-11-28 16:00 UTC, `cccccccccc`: 2 CPUs, Python 3.11.7, load "
+                         "average (1 min) 1.0 → 3.0, 10.0 min in all. Busy.")
+    results, stress = tmp_path / "results.json", tmp_path / "stress.json"
+    results.write_text(json.dumps(RESULTS))
+    stress.write_text(json.dumps(STRESS))
+    md = markdown.Markdown(extensions=["tables"])
+    md.preprocessors.register(loop_results._LoopResults(md, results, stress), "loop", 33)
+    html = md.convert(f"{loop_results.MARKER}\n\n{loop_results.STRESS_MARKER}\n")
+    assert html.count("<table>") == 2 and "connection refused (1)" in html
+    stress.write_text("{not json")
+    md.convert(f"{loop_results.STRESS_MARKER}\n")
+    assert any("cannot show the stress check's result" in p for p in md.fieldguide_problems)
+
+
+def test_the_guide_shows_the_committed_stress_check():
+    assert loop_results.STRESS_MARKER in (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    committed = json.loads((ROOT / loop_results.STRESS_RESULTS).read_text(encoding="utf-8"))
+    assert loop_results.stress_table(committed)

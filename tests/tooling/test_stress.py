@@ -1,0 +1,62 @@
+"""The stress check (`make stress`, tests/stress.py): failures are counted by their cause, read
+from what the failed launch printed; the cases are every way the suite starts a local group."""
+
+from tests import stress
+
+
+def test_a_failure_is_named_by_its_cause():
+    gloo = ("RuntimeError: Gloo connectFullMesh failed with [.../gloo/transport/tcp/pair.cc:553] "
+            "Connection closed by peer [127.0.0.1]:36057. This is typically caused by a remote "
+            "worker crashing.")
+    assert stress.cause_of(gloo) == "gloo connectFullMesh: connection closed by peer"
+    assert stress.cause_of("hung: still running after 120 s\nRendezvous...") == "hung"
+    assert stress.cause_of("DistNetworkError: ... EADDRINUSE ...") == "port taken (address already in use)"
+    assert stress.cause_of("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError") \
+        == "rendezvous failed"
+    assert stress.cause_of("Traceback ...\nValueError: something else\n  done") \
+        == "other: ValueError: something else"
+
+
+def test_every_way_the_suite_starts_a_group_is_a_case():
+    assert set(stress.CASES) == {"exercises-fork", "exercises-spawn", "torchrun-2", "torchrun-4",
+                                 "two-nodes", "pair-cpu", "ranks-4-cpu", "slurm-cluster",
+                                 "slurm-job"}
+
+
+def test_one_launch_of_the_exercises_case_passes_and_is_recorded(tmp_path):
+    found = stress.stress(["exercises-fork"], 1, log=lambda line: None)
+    assert found["exercises-fork"]["launches"] == stress.SCALE["exercises-fork"]
+    assert found["exercises-fork"]["failures"] == 0
+    stress.record({"phases": {"alone": found}}, tmp_path / "stress.json")
+    stress.record({"phases": {}}, tmp_path / "stress.json")
+    import json
+
+    assert len(json.loads((tmp_path / "stress.json").read_text())["runs"]) == 2
+
+
+def test_a_reserved_port_is_handed_to_no_one_else_and_its_user_can_listen_on_it():
+    """tests.helpers.reserved_port, which the two-nodes and Slurm tests hand to torchrun's
+    rendezvous and to Slurm's daemons: while it is held, the OS gives the port to no program that
+    asks for a free one, and a TCPStore (SO_REUSEADDR, as Slurm's daemons bind) can listen on it;
+    a second listener cannot."""
+    import datetime
+    import socket
+
+    import pytest
+    import torch.distributed as dist
+
+    from tests.helpers import reserved_port
+
+    with reserved_port() as port:
+        handed_out = set()
+        for _ in range(2000):
+            with socket.socket() as other:
+                other.bind(("127.0.0.1", 0))
+                handed_out.add(other.getsockname()[1])
+        assert port not in handed_out
+        store = dist.TCPStore("127.0.0.1", port, 1, is_master=True,
+                              timeout=datetime.timedelta(seconds=10))
+        assert store.port == port
+        with pytest.raises(dist.DistNetworkError):
+            dist.TCPStore("127.0.0.1", port, 1, is_master=True,
+                          timeout=datetime.timedelta(seconds=10))
