@@ -18,11 +18,7 @@ PYTEST_ARGS ?=   # e.g. make test-gpu PYTEST_ARGS="tests/pages/test_streams.py -
 export NO_MKDOCS_2_WARNING := 1   # silence Material's banner about MkDocs 2 in every build
 
 .PHONY: help serve build zensical build-benchmark test test-gpu lint timings timings-list timings-report lock browser \
-<<<<<<< HEAD
-        slurm gpu-wheels clean notebooks new-page mermaid axe venv check loop-benchmark gpu-round outputs
-=======
-        slurm gpu-wheels clean notebooks new-page mermaid axe venv check loop-benchmark stress
->>>>>>> flakes
+        slurm gpu-wheels clean notebooks new-page mermaid axe venv check loop-benchmark gpu-round outputs stress
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \

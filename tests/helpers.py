@@ -223,7 +223,21 @@ def within(seconds: float, call):
     return ended[0]
 
 
-<<<<<<< HEAD
+@contextlib.contextmanager
+def reserved_port(host: str = "127.0.0.1"):
+    """A port for a program started next to listen on, held for it: bound here (SO_REUSEADDR,
+    never listening) until the block ends. Picking a free port and closing it, then starting the
+    program, leaves a gap in which another program asking the OS for a port can be given the
+    same one (make test runs many: every gloo process and TCPStore binds one), and then the
+    program cannot listen, or a client of it meets the other program. While this socket holds
+    the port the OS gives it to no one else, and the program, which binds with SO_REUSEADDR as
+    TCPStore (torchrun's rendezvous) and Slurm's daemons do, can still bind it and listen."""
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind((host, 0))
+        yield holder.getsockname()[1]
+
+
 # --- What a page printed on the reference GPU (outputs/, recorded alone) --------------------------
 
 def printed_on_reference_gpu(page: str) -> tuple[str, str]:
@@ -246,18 +260,3 @@ def printed_on_reference_gpu(page: str) -> tuple[str, str]:
 def within_runs(value: float, per_run: list[float], slack: float) -> bool:
     """Whether one measurement lies inside the runs' range widened by `slack` (a fraction)."""
     return min(per_run) * (1 - slack) <= value <= max(per_run) * (1 + slack)
-=======
-@contextlib.contextmanager
-def reserved_port(host: str = "127.0.0.1"):
-    """A port for a program started next to listen on, held for it: bound here (SO_REUSEADDR,
-    never listening) until the block ends. Picking a free port and closing it, then starting the
-    program, leaves a gap in which another program asking the OS for a port can be given the
-    same one (make test runs many: every gloo process and TCPStore binds one), and then the
-    program cannot listen, or a client of it meets the other program. While this socket holds
-    the port the OS gives it to no one else, and the program, which binds with SO_REUSEADDR as
-    TCPStore (torchrun's rendezvous) and Slurm's daemons do, can still bind it and listen."""
-    with socket.socket() as holder:
-        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        holder.bind((host, 0))
-        yield holder.getsockname()[1]
->>>>>>> flakes

@@ -162,6 +162,9 @@ def attention(impl, seq):
     return f"{ATTENTION}[{impl}-{seq}]"
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "flash at 512 tokens peaked at 8.65 MB against the compiled formula's 8.39 MB on the "
+    "H200 (2026-11-28): the compiled formula may be fused too"))
 def test_fused_attention_never_holds_the_scores_in_every_run(measured):
     for seq in SEQS:
         names = [attention(impl, seq) for impl in ["compiled", *FUSED]]
@@ -171,6 +174,10 @@ def test_fused_attention_never_holds_the_scores_in_every_run(measured):
                 assert run.value(attention(impl, seq), "peak_bytes") < naive, (run, impl, seq)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "at 8192 tokens the compiled formula's kernels took 4.75 ms against flash's 7.23 ms on the "
+    "H200 (2026-11-28): Inductor may rewrite the formula into a fused kernel; the draft's "
+    "claim waits for that to be read from its generated code"))
 def test_fused_attention_beats_the_compiled_formula_at_the_longest_sequence_in_every_run(
         measured):
     seq = CLAIMS["longest_seq"]

@@ -261,31 +261,6 @@ def test_both_ddps_peak_above_one_gpu_by_at_least_their_buckets(measured):
             assert above > _copy_gib(run) - PEAK_TOLERANCE_GIB, (str(run), ddp, above)
 
 
-MEMORY = "ddp_with_torchrun.memory[{}]"  # the second step, then a steady step by phase
-
-
-def test_ddp_holds_its_buckets_beside_one_gpus_state_when_a_step_starts(measured):
-    """At a steady step's start (gradients set to None), both DDPs hold what one GPU holds
-    plus the buckets, one copy of the gradients: the bucket view does not remove them."""
-    cases = [MEMORY.format(case) for case in ("1gpu", "2gpus", "2gpus-bucket-view")]
-    for run in measured(*cases, DDP):
-        one = run.value(cases[0], "held_at_start_gpu0_gib")
-        for ddp in cases[1:]:
-            for gpu in (0, 1):
-                extra = run.value(ddp, f"held_at_start_gpu{gpu}_gib") - one
-                assert abs(extra - _copy_gib(run)) < 8 * PEAK_TOLERANCE_GIB, (str(run), ddp)
-
-
-def test_after_the_backward_pass_the_bucket_view_holds_one_gradient_copy_less(measured):
-    """Plain DDP holds the gradients beside the buckets; with the view they are the buckets."""
-    plain, view = MEMORY.format("2gpus"), MEMORY.format("2gpus-bucket-view")
-    for run in measured(plain, view, DDP):
-        for gpu in (0, 1):
-            field = f"held_after_backward_gpu{gpu}_gib"
-            saved = run.value(plain, field) - run.value(view, field)
-            assert abs(saved - _copy_gib(run)) < PEAK_TOLERANCE_GIB, (str(run), gpu, saved)
-
-
 def _workload_parameters():
     """The benchmarks' model, counted without allocating it (meta tensors)."""
     import torch
