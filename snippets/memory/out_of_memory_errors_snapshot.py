@@ -12,7 +12,7 @@ import pickle
 
 import torch
 
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
 
 
 def run_or_dump(step, path="oom_snapshot.pickle", max_entries=100_000):
