@@ -1,6 +1,6 @@
 """`make gpu-round`: what a change needs measured on this GPU machine, inside one device call.
 
-    python3 -m fieldguide.gpu_round                          # timings, outputs, then test-gpu
+    python3 -m fieldguide.gpu_round                          # timings, then outputs
     python3 -m fieldguide.gpu_round --steps timings,outputs --budget 540 --archive round.tar.gz
 
 Steps, in this order, each started only while the budget (seconds for the whole call) has room:
@@ -16,7 +16,9 @@ Steps, in this order, each started only while the budget (seconds for the whole 
 
 Timing and outputs run alone on the GPU, never beside the tests. The round prints what each step
 did and the minutes it took, and `--archive` packs every file the round wrote under timings/ and
-outputs/ (and the logs) into one tarball, for a machine that returns few files.
+outputs/ (and the log) into one tarball after each step, for a machine that returns few files.
+A call records what fits: call it again until the timings say nothing is left and no page is.
+Unpack each archive into the checkout before the next call (a call sends the checkout anew).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ STEPS = ("timings", "outputs", "test-gpu")
 RESERVE = 150   # seconds a timing module may still run after the last one started (the longest
                 # single-GPU module took about 120 s on an H200, 2026-11-24)
 RESERVE_NOTEBOOK = 60  # seconds the last notebook may still run after it started
+TEST_GPU_SECONDS = 420  # make test-gpu on one H200: 373 s (2026-11-28, at 6a4933d)
 NOTHING = "nothing to measure"
 
 
@@ -66,8 +69,9 @@ def written_since(start: float, folders: tuple[str, ...] = ("timings", "outputs"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make gpu-round", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", default=",".join(STEPS),
-                        help=f"comma-separated, of {', '.join(STEPS)} (default: all, in that order)")
+    parser.add_argument("--steps", default="timings,outputs",
+                        help=f"comma-separated, of {', '.join(STEPS)} (default: timings,outputs; "
+                             "test-gpu in a call of its own)")
     parser.add_argument("--budget", type=float, default=570,
                         help="seconds for the whole call (a device call may last 600)")
     parser.add_argument("--passes", type=int, default=3, help="timing passes at most")
@@ -119,14 +123,17 @@ def main(argv: list[str] | None = None) -> int:
             done.append(f"outputs: exit {code}; " + next(
                 (line for line in text.splitlines() if line.startswith("make outputs:")), ""))
         elif step == "test-gpu":
-            if left() <= 0:
-                done.append(f"test-gpu: not started, {left():.0f} s left")
+            if left() < TEST_GPU_SECONDS:  # it has no deadline: started short, the call would die
+                done.append(f"test-gpu: not started, {left():.0f} s left (it takes about "
+                            f"{TEST_GPU_SECONDS} s on an H200)")
                 continue
             code, text = _run(["make", "test-gpu"], log, env=dict(os.environ))
             status = status or code
             done.append(f"test-gpu: exit {code}; " + next(
                 (line for line in reversed(text.splitlines()) if " in " in line and "passed" in line), ""))
         done[-1] += f" ({(time.perf_counter() - started) / 60:.1f} min)"
+        if args.archive:  # after every step: a call cut off later still returns what was written
+            _archive(args.archive, written_since(wall) + [log])
 
     summary = [f"make gpu-round: {(time.perf_counter() - began) / 60:.1f} min in all", *done]
     print("\n".join(summary), flush=True)
@@ -134,12 +141,19 @@ def main(argv: list[str] | None = None) -> int:
         out.write("\n".join(summary) + "\n")
     if args.archive:
         files = written_since(wall) + [log]
-        with tarfile.open(args.archive, "w:gz") as tar:
-            for path in files:
-                name = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
-                tar.add(path, arcname=name)
+        _archive(args.archive, files)
         print(f"archived {len(files)} file(s) in {args.archive}")
     return status
+
+
+def _archive(archive: Path, files: list[Path]) -> None:
+    """Pack `files` into `archive` (written beside it, then renamed over it)."""
+    partial = archive.with_name(archive.name + ".partial")
+    with tarfile.open(partial, "w:gz") as tar:
+        for path in files:
+            name = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+            tar.add(path, arcname=name)
+    partial.replace(archive)
 
 
 if __name__ == "__main__":

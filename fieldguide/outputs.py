@@ -1,9 +1,9 @@
 """What each code block printed when its page's notebook ran on a GPU, keyed by the block's code.
 
-The notebook test (tests/site/test_notebooks.py) runs every page's notebook; on a GPU, with
-`FIELDGUIDE_SAVE_OUTPUTS=DIR`, it saves each code cell's outputs to
+The notebook test (tests/site/test_notebooks.py) runs every page's notebook; on a GPU, under
+`make outputs` (fieldguide/record_outputs.py), it saves each code cell's outputs to
 
-    DIR/<gpu>/<chapter>/<page>.json      (commit them under outputs/<gpu>/...)
+    outputs/<gpu>/<chapter>/<page>.json      (commit them)
 
 one record per code cell: the sha256 of the cell's code and the outputs nbformat recorded, with
 the GPU, its software, the date and the conditions it ran in. A block's output is looked up by the
@@ -12,7 +12,7 @@ again: an old output can never stand under new code. Standard library only (the 
 these files).
 
 A printed time or rate is a measurement like any other, so it is recorded the way a timing run
-measures: one notebook at a time, with the GPU to itself and the machine's CPU threads. `save`
+measures: one notebook at a time, with the GPU to itself, in a plain pytest. `save`
 refuses under pytest-xdist (workers share the GPU and the cores) and when another process holds
 the GPU, before the notebook ran or after (`gpu_alone`); `make outputs` records that way. A record
 without `alone` (one made beside other work) is never shown.
@@ -71,28 +71,33 @@ def _nvidia_smi(*query: str) -> list[str]:
 
 
 def gpu_alone() -> None:
-    """Raise NotAlone unless this process could record with the GPU and the cores to itself: not
-    a pytest-xdist worker, no other compute process on any GPU, no GPU memory in use beyond what
-    an idle GPU (and this process's own context) holds."""
+    """Raise NotAlone unless this process could record with the GPU to itself: not a pytest-xdist
+    worker (whose siblings share the GPU and the cores), no compute process on any GPU (the
+    recorder holds no CUDA context of its own, and in a container nvidia-smi may list another
+    namespace's processes under host pids, or none: hence also), no GPU memory in use beyond
+    what an idle GPU holds. The check is made before and after a notebook, not during it."""
     import os
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
         raise NotAlone("outputs are recorded one notebook at a time, never under pytest-xdist "
                        "(its workers share the GPU and the cores): run `make outputs`")
-    mine = str(os.getpid())
-    others = [pid for pid in _nvidia_smi("--query-compute-apps=pid") if pid != mine]
+    others = _nvidia_smi("--query-compute-apps=pid")
     if others:
         raise NotAlone(f"other processes hold the GPU (pids {', '.join(others)}): record outputs "
                        "with the GPU to itself (`make outputs`, nothing else running)")
-    used = [int(float(mib)) << 20 for mib in _nvidia_smi("--query-gpu=memory.used")]
+    try:
+        used = [int(float(mib)) << 20 for mib in _nvidia_smi("--query-gpu=memory.used")]
+    except ValueError:  # "[N/A]": nothing to go by
+        raise NotAlone("nvidia-smi reports no memory in use to go by: outputs are recorded only "
+                       "where it shows the GPU idle") from None
     if any(b > FOREIGN_MEMORY_BYTES for b in used):
         raise NotAlone(f"{max(used) / 2**30:.1f} GiB of GPU memory is in use by something else: "
                        "record outputs with the GPU to itself (`make outputs`)")
 
 
 def cpu_threads() -> int:
-    """The CPU threads a notebook's kernel gets: OMP_NUM_THREADS where set, else the cores this
-    process may run on (what PyTorch takes by default)."""
+    """The CPU threads the notebook's kernel may use: OMP_NUM_THREADS where set, else the logical
+    CPUs this process may run on (PyTorch's own default is the physical cores among them)."""
     import os
 
     try:
@@ -177,8 +182,8 @@ def load(page: str, slug: str | None, root: Path = ROOT) -> Recorded | None:
                         {cell["code_sha256"]: cell["outputs"] for cell in data["cells"]},
                         data.get("cpu_threads"))
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a recorded-outputs file ({exc}); regenerate it with "
-                         "FIELDGUIDE_SAVE_OUTPUTS (fieldguide/outputs.py)") from exc
+        raise ValueError(f"{path}: not a recorded-outputs file ({exc}); record it again with "
+                         "`make outputs` on a GPU (fieldguide/record_outputs.py)") from exc
 
 
 def executed(notebook: dict[str, Any], recorded: Recorded | None) -> tuple[dict[str, Any], int]:

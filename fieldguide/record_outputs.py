@@ -109,13 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     env["FIELDGUIDE_SAVE_OUTPUTS"] = str(ROOT / outputs.OUTPUTS)
     if args.deadline is not None:  # read by the notebook test before it starts a notebook
         env[DEADLINE] = str(time.time() + args.deadline)
-    started = time.perf_counter()
+    started, wall = time.perf_counter(), time.time()
     ended = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-rs",
          "--require-gpus", *[f"{TEST}[docs/{page}]" for page in chosen]], cwd=ROOT, env=env)
-    print(f"make outputs: {len(chosen)} notebook(s) in {time.perf_counter() - started:.0f} s, "
-          f"pytest exit code {ended.returncode}; then `make notebooks` and commit outputs/ and "
-          "notebooks/", flush=True)
+    recorded = [p for p in chosen if (ROOT / outputs.OUTPUTS / slug / outputs.record_path(p)).is_file()
+                 and (ROOT / outputs.OUTPUTS / slug / outputs.record_path(p)).stat().st_mtime >= wall]
+    print(f"make outputs: recorded {len(recorded)} of {len(chosen)} page(s) in "
+          f"{time.perf_counter() - started:.0f} s (the rest failed or were skipped at the "
+          f"deadline, named above), pytest exit code {ended.returncode}; then `make notebooks` "
+          "and commit outputs/ and notebooks/", flush=True)
     return ended.returncode
 
 

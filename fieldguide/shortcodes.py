@@ -221,7 +221,7 @@ class Build:
         as its code is now: a published claim rests on no less."""
         short = []
         for (slug, name), bench in sorted(page.shown.items()):
-            leases = {r.run.lease or r.run.id for r in bench.records}
+            leases = {r.run.lease for r in bench.records if r.run.lease}  # a run without one counts none
             if self.is_reference(slug) and (len(bench.records) < RUNS_WANTED
                                             or len(leases) < LEASES_WANTED):
                 short.append(f"{name} on {slug}: {len(bench.records)} run(s) on {len(leases)} "

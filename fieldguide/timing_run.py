@@ -22,8 +22,9 @@ Every run is kept, as its own file in pytest-benchmark's JSON format
 (timings/<machine>/<date>_<commit>.json), so runs on different days and machines can be
 compared (`make timings-report`, or `pytest-benchmark compare`). Uses the interpreter it is
 started with and installs nothing. The file is written only when every selected benchmark
-produced a measurement, and then atomically: a crash, an error or an out-of-memory in one
-benchmark leaves the committed timings as they were.
+produced a measurement (with --keep-going or --deadline, what was measured, as a partial run:
+`complete` false), and then atomically: a crash, an error or an out-of-memory in one benchmark
+leaves the committed timings as they were.
 
 Each benchmark module runs in a Python process of its own, started for it and ended after it:
 what one module leaves behind (tensors its snippets made on import, the allocator's cache,
@@ -283,14 +284,21 @@ def stale_or_new(folder: Path, codes: dict[str, dict[str, str] | None]) -> list[
 
 def runs_wanted_here(records: list[tuple[str | None, str]], lease: str | None) -> int:
     """How many more runs of a benchmark this lease should make, given the (lease, run id) of each
-    run that measured its current code: enough for RUNS_WANTED in all, but where no other lease
-    measured it, no more than RUNS_WANTED - 1 here, so the last run comes from another lease."""
-    leases = {found or run for found, run in records}
-    others = leases - {lease} if lease else leases
+    run that measured its current code: enough for RUNS_WANTED in all and a run from a lease that
+    has none yet, but where no other lease measured it, no more than RUNS_WANTED - 1 here, so the
+    last run comes from another lease. A run without a lease counts toward the runs, never as a
+    lease; a machine that records none (`lease` None) cannot tell leases apart and is told so by
+    the caller."""
+    leases = {found for found, _ in records if found}
     here = sum(1 for found, _ in records if lease and found == lease)
-    if len(others) >= LEASES_WANTED - 1:
-        return max(0, RUNS_WANTED - len(records))
-    return max(0, RUNS_WANTED - 1 - here)
+    others = leases - {lease}
+    if others:
+        need = max(0, RUNS_WANTED - len(records))
+        if lease not in leases and len(leases) < LEASES_WANTED:
+            need = max(need, 1)  # three runs from one lease still want a second lease
+        return need
+    need = min(RUNS_WANTED - 1 - here, RUNS_WANTED - len(records))
+    return max(need, 1 if lease and lease not in leases else 0, 0)
 
 
 def wanted_here(folder: Path, codes: dict[str, dict[str, str] | None], lease: str | None) -> list[str]:
@@ -361,6 +369,10 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
             codes = {n: listing["codes"].get(n) for n in here}
             if wanted and gpus > 1:  # a machine of several measures what needs several; one GPU the rest
                 codes = {n: code for n, code in codes.items() if listing["needs"][n] > 1}
+            if wanted and not listing["fingerprint"].get("boot_id"):
+                raise TimingRunError("--wanted counts machine leases by their boot_id, and this "
+                                     "machine records none (/proc/sys/kernel/random/boot_id): "
+                                     "use --stale or --only here")
             try:
                 only = (wanted_here(folder, codes, listing["fingerprint"].get("boot_id")) if wanted
                         else stale_or_new(folder, codes))
@@ -409,7 +421,9 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
             problems.update(state["problems"])
             if state["exit_code"] not in (0, 5) and not state["problems"]:
                 problems[Path(module).name] = f"ended with pytest exit code {state['exit_code']}"
-            if state["selected"] and not state["problems"] and bench_json.is_file():
+            if state["selected"] and not state["problems"] and not bench_json.is_file():
+                problems[Path(module).name] = "ran but wrote no benchmark JSON"
+            elif state["selected"] and not state["problems"]:
                 documents.append(_validated(bench_json, state["selected"]))
         if problems:
             lines = [f"  {name} {what}" for name, what in sorted(problems.items())]

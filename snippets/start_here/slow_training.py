@@ -120,9 +120,6 @@ def idle_cause(gap, since, call, done, launching):
     if call is None or call["ts"] <= since:  # launched before the GPU ran dry
         return "kernel wait" if gap < KERNEL_WAIT_US else "other"
     start, end = since, call["ts"]  # the host launched late: what did it do?
-    if any(e["ts"] < end and e["ts"] + e["dur"] > start for e in done
-           if e.get("cat") in HOST_CALLS and "Synchronize" in e["name"]):
-        return "sync"  # it waited for the GPU, then did the step's host work
     spans = sorted((max(start, e["ts"]), min(end, e["ts"] + e["dur"])) for e in done
                    if e.get("cat") in ("cpu_op", "user_annotation")
                    and e["tid"] == call["tid"] and id(e) not in launching
@@ -131,7 +128,12 @@ def idle_cause(gap, since, call, done, launching):
     for a, b in spans:  # making a batch, a loader, the CPU's own work
         host_work += max(0.0, b - max(a, reach))
         reach = max(reach, b)
-    return "host work" if host_work > (end - start) / 2 else "launch"
+    if host_work > (end - start) / 2:  # the host made a batch, whatever it waited on
+        return "host work"
+    if any(e["ts"] < end and e["ts"] + e["dur"] > start for e in done
+           if e.get("cat") in HOST_CALLS and "Synchronize" in e["name"]):
+        return "sync"  # it waited for the GPU, then did the step's host work
+    return "launch"
 
 
 def read_trace(path):

@@ -178,7 +178,9 @@ def test_stale_measures_only_what_changed_or_was_never_measured_here(bench_env, 
     ([("a", "r1"), ("a", "r2")], "b", 1),          # ... and this is one
     ([("a", "r1")], "b", 2),                       # one run elsewhere: two more make three
     ([("a", "r1"), ("b", "r2"), ("b", "r3")], "c", 0),
-    ([(None, "r1"), (None, "r2")], "a", 1),        # runs without a lease count as leases apart
+    ([(None, "r1"), (None, "r2")], "a", 1),        # runs without a lease count as runs only
+    ([("a", "r1"), ("a", "r2"), ("a", "r3")], "b", 1),  # three from one lease: a second lease
+    ([("a", "r1"), ("a", "r2"), ("a", "r3")], "a", 0),
 ])
 def test_a_lease_makes_the_runs_that_three_from_two_leases_need(records, lease, wanted):
     assert timing_run.runs_wanted_here(records, lease) == wanted
