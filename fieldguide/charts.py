@@ -253,6 +253,9 @@ def place_clear(ax, text, candidates: list[tuple[float, float, str, str]]) -> No
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     others = [t.get_window_extent(renderer) for t in ax.texts if t is not text and t.get_visible()]
+    # the axes' own tick labels too: a label placed over "0.1" reads as neither
+    others += [t.get_window_extent(renderer) for t in (*ax.get_xticklabels(), *ax.get_yticklabels())
+               if t.get_visible() and t.get_text()]
     points = []  # (x, y, margin): a line's samples, a scatter's points (as wide as their marker)
     for line in ax.lines:
         vertices = line.get_transform().transform_path(line.get_path()).vertices

@@ -282,18 +282,6 @@ def under_blocks(markdown: str, root: Path, recorded: Recorded | None) -> str:
     return "\n".join(out)
 
 
-# A table's row: wider than the column it is shown in, with columns set apart by runs of spaces.
-# Wrapped, such rows fall apart (the profiler's table), so a table scrolls sideways instead.
-TABLE_ROW = re.compile(r"\S(?: {2,}\S+){3,}")
-COLUMN_CHARS = 88
-
-
-def is_table(text: str) -> bool:
-    """Whether an output is a table that must keep its lines (scrolls) rather than wrap them."""
-    rows = [line for line in text.split("\n") if len(line) > COLUMN_CHARS and TABLE_ROW.search(line)]
-    return len(rows) >= 2
-
-
 def title(recorded: Recorded) -> str:
     """The box's title: the GPU, the conditions it ran in, the software and the date."""
     threads = f", {recorded.cpu_threads} CPU threads" if recorded.cpu_threads else ""
@@ -303,8 +291,7 @@ def title(recorded: Recorded) -> str:
 
 def _box(text: str, indent: str, recorded: Recorded) -> list[str]:
     opener = "???" if text.count("\n") + 1 > SHOWN_OPEN else "???+"
-    kind = "output wide" if is_table(text) else "output"
     ticks = "`" * max(3, max((len(m) for m in re.findall(r"`{3,}", text)), default=0) + 1)
     inner = indent + "    "
-    return ["", f'{indent}{opener} {kind} "{title(recorded)}"', "", f"{inner}{ticks}text",
+    return ["", f'{indent}{opener} output "{title(recorded)}"', "", f"{inner}{ticks}text",
             *[f"{inner}{line}" if line else "" for line in text.split("\n")], f"{inner}{ticks}", ""]

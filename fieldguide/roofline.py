@@ -344,7 +344,7 @@ def draw(bandwidth: float, roofs: list[Roof], points: list[Point],
         memory = ax.text(x0, bandwidth * x0 * 1.5, f"memory {format_number(bandwidth / 1e9)} GB/s",
                          fontsize=small, rotation=math.degrees(math.atan2(ay1 - ay0, ax1 - ax0)),
                          rotation_mode="anchor", color=colors["text"])
-        along = [lo * (x0 / lo) ** f for f in (1.0, 1.4, 0.7, 1.8, 2.2, 0.5)]
+        along = [lo * (x0 / lo) ** f for f in (1.0, 1.4, 0.7, 1.8, 2.2, 0.5, 2.6, 3.0)]
         charts.place_clear(ax, memory, [(x, bandwidth * x * above, "center", va) for x in along
                                         for above, va in ((1.5, "bottom"), (1 / 1.5, "top"),
                                                           (2.2, "bottom"), (1 / 2.2, "top"))])

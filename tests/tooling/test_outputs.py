@@ -71,15 +71,6 @@ def test_errors_and_results_read_as_text_without_terminal_colours():
     ]) == "tensor([1., 2.])\nRuntimeError: CUDA out of memory"
 
 
-def test_a_table_scrolls_while_other_long_lines_wrap():
-    row = "  ".join(f"column{i:02d}" for i in range(12))
-    table = "\n".join([row, "-" * len(row), row, row])
-    assert outputs.is_table(table)
-    warning = "/usr/lib/python3/site-packages/torch/some/deep/module.py:123: UserWarning: " + "x" * 80
-    assert not outputs.is_table(warning + "\n" + warning)
-    assert not outputs.is_table("a  b  c  d\n" * 5)  # a narrow table fits: it wraps nothing
-
-
 def _write(tmp_path, **fields):
     path = tmp_path / "outputs" / "fake-gpu" / "chapter" / "page.json"
     path.parent.mkdir(parents=True)
