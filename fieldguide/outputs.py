@@ -289,9 +289,60 @@ def title(recorded: Recorded) -> str:
             f"PyTorch {recorded.torch}, {recorded.date[:10]})")
 
 
+# A fixed-width table as PyTorch's profiler prints it (`key_averages().table()`): a rule of
+# dash runs, the header, the same rule, rows, the rule again. At about 240 columns it is
+# unreadable wrapped and too wide for the column, so the box shows it as a table (which scrolls
+# inside its own frame) and the lines around it as text.
+RULE = re.compile(r"^-{4,}(?:  -{4,})+\s*$")
+
+
+def pieces(text: str) -> list[tuple[str, list[str]]]:
+    """`text` cut into ("text", lines) and ("table", lines of one fixed-width table)."""
+    lines = text.split("\n")
+    found: list[tuple[str, list[str]]] = []
+    i = start = 0
+    while i < len(lines):
+        if (RULE.match(lines[i]) and i + 2 < len(lines) and lines[i + 2] == lines[i]
+                and (end := next((j for j in range(i + 3, len(lines)) if lines[j] == lines[i]),
+                                 None)) is not None):
+            if start < i:
+                found.append(("text", lines[start:i]))
+            found.append(("table", lines[i:end + 1]))
+            i = start = end + 1
+        else:
+            i += 1
+    if start < len(lines):
+        found.append(("text", lines[start:]))
+    return [(kind, part) for kind, part in found if any(line.strip() for line in part)]
+
+
+def as_markdown_table(table: list[str]) -> list[str]:
+    """A profiler-style fixed-width table (rule, header, rule, rows, rule) as a Markdown table:
+    the columns are where the rule's dash runs are."""
+    spans = [m.span() for m in re.finditer(r"-+", table[0])]
+
+    def cells(line: str) -> list[str]:
+        row = [line[a:b + 2 if n + 1 < len(spans) else len(line)].strip()
+               for n, (a, b) in enumerate(spans)]
+        name, *numbers = [cell.replace("|", "\\|") for cell in row]
+        # an operator or kernel name holds *, _ and <...>: code font shows it as printed
+        return [f"`{name}`" if name else " ", *[n.replace("<", "&lt;") or " " for n in numbers]]
+
+    header = [cell.strip("`") for cell in cells(table[1])]
+    rows = [cells(line) for line in table[3:-1]]
+    align = ["---"] + ["--:"] * (len(spans) - 1)  # names left, numbers right
+    return ["| " + " | ".join(row) + " |" for row in (header, align, *rows)]
+
+
 def _box(text: str, indent: str, recorded: Recorded) -> list[str]:
     opener = "???" if text.count("\n") + 1 > SHOWN_OPEN else "???+"
     ticks = "`" * max(3, max((len(m) for m in re.findall(r"`{3,}", text)), default=0) + 1)
     inner = indent + "    "
-    return ["", f'{indent}{opener} output "{title(recorded)}"', "", f"{inner}{ticks}text",
-            *[f"{inner}{line}" if line else "" for line in text.split("\n")], f"{inner}{ticks}", ""]
+    body: list[str] = []
+    for kind, part in pieces(text):
+        if kind == "table":
+            body += ["", *[f"{inner}{row}" for row in as_markdown_table(part)], ""]
+        else:
+            body += [f"{inner}{ticks}text", *[f"{inner}{line}" if line else "" for line in part],
+                     f"{inner}{ticks}"]
+    return ["", f'{indent}{opener} output "{title(recorded)}"', "", *body, ""]
