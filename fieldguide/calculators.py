@@ -158,10 +158,19 @@ CALCULATORS: dict[str, Calculator] = {
 }
 
 
+# The all-reduces of two GPUs a calculator's defaults come from, the largest and the smallest
+# size of one benchmark: the first pair the runs rule admits
+ALL_REDUCE_PAIRS = (("scaling.all_reduce[2gpus-1GiB]", "scaling.all_reduce[2gpus-1KiB]"),
+                    ("ways_to_use_several_gpus.all_reduce[1GiB]",
+                     "ways_to_use_several_gpus.all_reduce[1KiB]"))
+
+
 def measured_defaults(default_gpu: str | None) -> dict[str, float]:
-    """Defaults a calculator takes from the runs: the bus bandwidth and latency of two GPUs
-    (the largest and smallest all-reduce; two of the default GPU where measured), the
-    default GPU's bfloat16 peak, its bandwidth and its SM count."""
+    """Defaults a calculator takes from the runs, each only where three runs of its current
+    code from two leases measured it (estimates.Data.shown): the bus bandwidth and latency of
+    two GPUs (the largest and smallest all-reduce; two of the default GPU where measured),
+    the default GPU's bfloat16 peak, its bandwidth and its SM count. A default the runs do
+    not give yet is left for the reader to type (the field starts at 0)."""
     data = estimates._data(str(ROOT))
     gpu = default_gpu or "nvidia-h200"
     found: dict[str, float] = {}
@@ -170,14 +179,15 @@ def measured_defaults(default_gpu: str | None) -> dict[str, float]:
     pair = f"2x-{gpu}" if f"2x-{gpu}" in data.machines else (pairs[0] if pairs else "")
 
     def take(key, machine, name, fld, scale=1.0):
-        value = data.ceiling(machine, name, fld)
+        value = data.shown(machine, name, fld)
         if value:
             found[key] = float(f"{value * scale:.3g}")
 
-    take("busbw", pair, "scaling.all_reduce[2gpus-1GiB]", "busbw_gbs")
-    small = data.ceiling(pair, "scaling.all_reduce[2gpus-1KiB]", "per_op")
-    if small:
-        found["latency"] = float(f"{small * 1e6:.3g}")
+    for large, small in ALL_REDUCE_PAIRS:
+        if not (data.short(pair, large) or data.short(pair, small)):
+            take("busbw", pair, large, "busbw_gbs")
+            take("latency", pair, small, "per_op", 1e6)
+            break
     take("peak", gpu, "cpu_vs_gpu.matmul[bf16]", "tflops")
     take("bandwidth", gpu, "cpu_vs_gpu.triad[gpu]", "bandwidth_gbs")
     take("sms", gpu, "tensor_cores_and_shapes.waves[1024]", "sms")
@@ -322,28 +332,36 @@ CHARTS = {
 def chart_spec(name: str, default_gpu: str | None) -> dict:
     """A chart's measured series, from the default GPU's machines of two and four (or any
     machines of two and four where it has none): each all-reduce's median time per operation
-    over the runs, against its size."""
+    over the runs, against its size, for the all-reduces the runs rule admits. A GPU count
+    none of whose all-reduces it admits yet is named in `pending`."""
     data = estimates._data(str(ROOT))
     gpu = default_gpu or "nvidia-h200"
-    series = []
+    series, pending = [], []
     for count in (2, 4):
         machines = sorted(m for m in data.machines if m.startswith(f"{count}x-"))
         machine = f"{count}x-{gpu}" if f"{count}x-{gpu}" in machines else next(iter(machines), None)
         if machine is None:
             continue
+        found = [b for pattern in estimates.ALL_REDUCES for _, b in data.current(pattern)
+                 if b in data.machines[machine].benchmarks
+                 and (b.extra.get("gpus") or b.extra.get("world_size")) == count]
+        admitted = [b for b in found if not data.short(machine, b.name)]
+        data.used.update((machine, b.name) for b in admitted)
         # microseconds to three figures: no e-notation in the page's text, scripts included
         points = [[b.extra["message_bytes"], float(f"{b.value('per_op') * 1e6:.3g}")]
-                  for _, b in data.current(f"scaling.all_reduce[{count}gpus-*]")
-                  if b in data.machines[machine].benchmarks]
+                  for b in admitted]
         if points:
             series.append({"label": f"measured on {data.machines[machine].gpu}",
                            "points": sorted(points)})
+        elif found:
+            pending.append(data.machines[machine].gpu)
     if not series:
-        raise TimingError(f"chart {name!r}: no current run measured an all-reduce")
+        raise TimingError(f"chart {name!r}: no all-reduce measured in {estimates.RUNS_WANTED} "
+                          f"runs of the current code from {estimates.LEASES_WANTED} leases")
     words = " and ".join(s["label"] for s in series)
     title = (f"All-reduce time against tensor size, both logarithmic: the estimate for the "
              f"inputs above as a line; {words} as points")
-    return {**CHARTS[name], "series": series, "title": title}
+    return {**CHARTS[name], "series": series, "title": title, "pending": pending}
 
 
 def _ratio(scale: float) -> dict[str, int]:
@@ -417,8 +435,12 @@ def calculator_html(name: str, defaults: dict[str, float], with_style: bool,
         marks = ["●", "■"]
         legend = "; ".join(f"{marks[i]} {html.escape(s['label'])}"
                            for i, s in enumerate(spec["chart"]["series"]))
+        waiting = "".join(f" {html.escape(gpu)}: not yet measured in {estimates.RUNS_WANTED} "
+                          f"runs from {estimates.LEASES_WANTED} machine leases."
+                          for gpu in spec["chart"]["pending"])
         chart = (f'<div class="fg-chart"></div><p class="fg-help">Line: the estimate for '
-                 f"the inputs above, from the smallest size to the largest. {legend}.</p>")
+                 f"the inputs above, from the smallest size to the largest. {legend}."
+                 f"{waiting}</p>")
     script = (pyjs.translate(will_it_fit, [calc.function])
               + DRIVER % {"id": json.dumps(uid), "spec": json.dumps(spec),
                           "function": calc.function})
@@ -451,7 +473,28 @@ def _family(machine: str, default_gpu: str) -> bool:
     return machine == default_gpu or machine.endswith("x-" + default_gpu)
 
 
+def _pending_lines(check: str, known: dict) -> list[str]:
+    """The cases of `check` no admitted run measured yet, as a list by machine."""
+    by_machine: dict[str, list[str]] = {}
+    for p in estimates.pending(check):
+        by_machine.setdefault(known[p.machine].gpu, []).append(p.case)
+    if not by_machine:
+        return []
+    return ["", f"Not yet measured in {estimates.RUNS_WANTED} runs of the current code from "
+            f"{estimates.LEASES_WANTED} machine leases, so not compared here:", "",
+            *(f"- {gpu}: {'; '.join(cases)}" for gpu, cases in sorted(by_machine.items()))]
+
+
 def table_markdown(check: str, default_gpu: str) -> str:
+    """The table of a check's admitted cases and the error over all of them, then the cases
+    it waits for; where it admits none, only what it waits for."""
+    known = estimates._data(str(ROOT)).machines
+    every = estimates.points(check)
+    waiting = _pending_lines(check, known)
+    title, estimator = estimates.CHECKS[check].title, estimates.CHECKS[check].estimator
+    if not every:
+        return "\n".join([f"*{title}: `{estimator}()` is not compared with a run yet.*",
+                          *waiting])
     rows = estimates.rows(check)
     shown = [r for r in rows if _family(r.machine, default_gpu)] or rows
     lines = ["| Case | Estimate | Measured (median) | Error | Runs |", "|:--|--:|--:|--:|--:|"]
@@ -460,14 +503,11 @@ def table_markdown(check: str, default_gpu: str) -> str:
                  else f"{_percent(r.low)} to {_percent(r.high)}")
         lines.append(f"| {r.case} | {_quantity(r.estimate, r.unit)} | "
                      f"{_quantity(r.measured, r.unit)} | {error} | {r.runs} |")
-    every = estimates.points(check)
     low, high = min(p.error for p in every), max(p.error for p in every)
-    known = estimates._data(str(ROOT)).machines
     machines = sorted({known[p.machine].gpu for p in every})
-    lines += ["", f"*{estimates.CHECKS[check].title}: "
-              f"`{estimates.CHECKS[check].estimator}()` against {len(every)} runs on "
+    lines += ["", f"*{title}: `{estimator}()` against {len(every)} runs on "
               f"{' and '.join(machines)}; the error lies between {_percent(low)} and "
-              f"{_percent(high)} over all of them.*"]
+              f"{_percent(high)} over all of them.*", *waiting]
     return "\n".join(lines)
 
 

@@ -1,12 +1,17 @@
-"""The estimators of snippets/start_here/will_it_fit.py against every committed run that
+"""The estimators of snippets/start_here/will_it_fit.py against the committed runs that
 measured the same case: what the page docs/start-here/will-it-fit.md states as each one's error.
 
-A check (`CHECKS`) names an estimator and the benchmarks that measured its case; `points(name)`
-gives one `Point` per run of each of those benchmarks, on every machine whose newest records
-measured the current code (a stale benchmark gives none, and a check with no point at all is an
-error). The estimator's inputs come from what the benchmark recorded (`extra_info`) and, for a
-ceiling (a peak rate, a bus bandwidth, a latency), from the same machine's own measurements:
-the estimate is what a reader with this site's numbers would have predicted.
+A check (`CHECKS`) names an estimator and the benchmarks that measured its case; it makes one
+`Point` per run of each of those benchmarks. The estimator's inputs come from what the
+benchmark recorded (`extra_info`) and, for a ceiling (a peak rate, a bus bandwidth, a latency),
+from the same machine's own measurements: the estimate is what a reader with this site's
+numbers would have predicted.
+
+A point counts (`points(name)`) only where every benchmark it reads, the measured one and its
+ceilings, measured the current code in at least RUNS_WANTED runs from LEASES_WANTED machine
+leases: the rule fieldguide.render's `require_runs` holds a page's numbers to, here on every
+machine. A case none of whose points counts yet is `pending(name)`: the page says it is not yet
+measured, and names what falls short, and the page's test skips it with the same reason.
 
 `tests/pages/test_will_it_fit.py` holds each check within the bound the page quotes (its
 CLAIMS); `fieldguide/calculators.py` renders the tables and the errors on the pages.
@@ -20,7 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fieldguide import ROOT
-from fieldguide.timings import Benchmark, CodeKeys, Record, TimingError, Timings, all_timings
+from fieldguide.timings import (
+    LEASES_WANTED,
+    RUNS_WANTED,
+    Benchmark,
+    CodeKeys,
+    Record,
+    TimingError,
+    Timings,
+    all_timings,
+)
 from snippets.start_here import will_it_fit as est
 
 
@@ -35,11 +49,26 @@ class Point:
     estimate: float
     measured: float
     unit: str          # "bytes", "seconds" or "share"
+    inputs: tuple[tuple[str, str], ...] = ()   # (machine, benchmark) of the ceilings it read
+
+    @property
+    def sources(self) -> tuple[tuple[str, str], ...]:
+        """Every (machine, benchmark) the point reads: the measured one, then its ceilings."""
+        return ((self.machine, self.benchmark), *self.inputs)
 
     @property
     def error(self) -> float:
         """How far the estimate is from the measurement, as a share of the measurement."""
         return self.estimate / self.measured - 1
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A case no run that the rule admits has measured yet, and why, benchmark by benchmark."""
+
+    case: str
+    machine: str
+    why: tuple[str, ...]   # "NAME on MACHINE: 1 run from 1 lease", ...
 
 
 @dataclass(frozen=True)
@@ -50,42 +79,69 @@ class Check:
 
 
 class Data:
-    """Every machine's runs, and which benchmarks still measure the current code."""
+    """Every machine's runs, which benchmarks measured the current code, and which of those
+    measured it often enough to be shown."""
 
-    def __init__(self, root: Path = ROOT):
+    def __init__(self, root: Path = ROOT, stale: bool = False):
         self.machines: dict[str, Timings] = {t.slug: t for t in all_timings(root / "timings")}
         self.keys = CodeKeys(root)
-        self.used: set[tuple[str, str]] = set()   # (machine, benchmark) read since cleared
+        self.stale = stale   # read the benchmarks whose code changed instead (pending cases)
+        self.used: set[tuple[str, str]] = set()   # (machine, benchmark) shown since cleared
+        self._short: dict[tuple[str, str], str | None] = {}
+        self._checks: dict[str, tuple[list[Point], list[Pending]]] = {}
+
+    def stale_view(self) -> Data:
+        """The same runs, read for the benchmarks whose code changed since they ran."""
+        view = Data.__new__(Data)
+        view.__dict__.update(self.__dict__, stale=True, used=set())
+        return view
+
+    def short(self, machine: str, name: str) -> str | None:
+        """Why benchmark `name` on `machine` cannot be shown yet, or None if it can: it
+        measured the current code in at least RUNS_WANTED runs from LEASES_WANTED machine
+        leases (a run that recorded no lease counts as a run, never as a lease)."""
+        if (machine, name) not in self._short:
+            why = None
+            timings = self.machines.get(machine)
+            if timings is None or name not in timings.names:
+                why = "not measured"
+            else:
+                bench = timings.benchmark(name)
+                leases = {r.run.lease for r in bench.records if r.run.lease}
+                if self.keys.stale_files(bench):
+                    why = "its code changed since it was measured"
+                elif len(bench.records) < RUNS_WANTED or len(leases) < LEASES_WANTED:
+                    runs, count = len(bench.records), len(leases)
+                    why = (f"{runs} run{'s' if runs != 1 else ''} from {count} "
+                           f"lease{'s' if count != 1 else ''}")
+            self._short[(machine, name)] = why
+        return self._short[(machine, name)]
 
     def thin(self, reference: str) -> list[str]:
-        """The benchmarks read since `used` was cleared that the reference GPU (or a machine
-        of several of it) measured in fewer than RUNS_WANTED runs or LEASES_WANTED leases:
-        fieldguide.render's `require_runs` rule, which a page's numbers answer to."""
-        short = []
+        """The benchmarks shown since `used` was cleared that the rule does not admit yet,
+        on the reference GPU or a machine of several of it: fieldguide.render's
+        `require_runs` rule, which a page's numbers answer to (a guard: `points` and the
+        calculators' defaults read only what it admits)."""
+        out = []
         for slug, name in sorted(self.used):
             ref = slug == reference or (slug.endswith("-" + reference)
                                         and slug.split("-", 1)[0].rstrip("x").isdigit())
-            if not ref:
-                continue
-            bench = self.machines[slug].benchmark(name)
-            leases = {r.run.lease or r.run.id for r in bench.records}
-            if len(bench.records) < RUNS_WANTED or len(leases) < LEASES_WANTED:
-                short.append(f"{name} on {slug}: {len(bench.records)} run(s) on {len(leases)} "
-                             f"lease(s) measured its code, fewer than {RUNS_WANTED} runs from "
-                             f"{LEASES_WANTED} leases (an estimate compared with it)")
-        return short
+            if ref and (why := self.short(slug, name)):
+                out.append(f"{name} on {slug}: {why}, fewer than {RUNS_WANTED} runs of the "
+                           f"current code from {LEASES_WANTED} leases (an estimate compared "
+                           "with it)")
+        return out
 
     def current(self, pattern: str) -> Iterator[tuple[str, Benchmark]]:
         """(machine, benchmark) for each benchmark matching `pattern` whose newest records
-        measured the code as it is now."""
+        measured the code as it is now (in the stale view: whose code changed since)."""
         for slug, timings in self.machines.items():
             try:
                 found = timings.matching(pattern)
             except TimingError:
                 continue
             for bench in found:
-                if not self.keys.stale_files(bench):
-                    self.used.add((slug, bench.name))
+                if bool(self.keys.stale_files(bench)) == self.stale:
                     yield slug, bench
 
     def records(self, pattern: str) -> Iterator[tuple[str, Benchmark, Record]]:
@@ -94,19 +150,27 @@ class Data:
                 yield slug, bench, record
 
     def ceiling(self, machine: str, name: str, field: str) -> float | None:
-        """A machine's median of a measured ceiling (a peak rate, a bandwidth), if measured."""
+        """A machine's median of a measured ceiling (a peak rate, a bandwidth), if it
+        measured the current code; whether enough runs did is the point's to say (its
+        `inputs`)."""
         timings = self.machines.get(machine)
         if timings is None or name not in timings.names:
             return None
         bench = timings.benchmark(name)
-        if self.keys.stale_files(bench):
+        if self.keys.stale_files(bench) and not self.stale:
+            return None
+        return bench.value(field)
+
+    def shown(self, machine: str, name: str, field: str) -> float | None:
+        """A ceiling a page shows by itself (a calculator's default): only where the rule
+        admits its runs."""
+        if self.short(machine, name):
             return None
         self.used.add((machine, name))
-        return bench.value(field)
+        return self.ceiling(machine, name, field)
 
 
 GIB = 2**30
-RUNS_WANTED, LEASES_WANTED = 3, 2   # as fieldguide.render's require_runs asks of a number
 
 
 # --- Memory: peak bytes of a training step ----------------------------------------------------
@@ -197,14 +261,15 @@ def _copies(data: Data, kind: str) -> Iterator[Point]:
         x = record.extra
         if x["bytes"] < 256 * 2**20:
             continue
-        link = data.ceiling(slug, "pinned_memory.copy[h2d-pinned-1GiB]", "link_gbs")
+        link_bench = "pinned_memory.copy[h2d-pinned-1GiB]"
+        link = data.ceiling(slug, link_bench, "link_gbs")
         if not link:
             continue
         size = bench.name.rsplit("-", 1)[1].rstrip("]")
         direction = "host → device" if x["direction"] == "h2d" else "device → host"
         estimate = est.copy_seconds(x["bytes"], link * 1e9, pinned=kind == "pinned")
         yield Point(f"{direction}, {kind}, {size}", bench.name, slug, record.run.id, estimate,
-                    record.stats["median"], "seconds")
+                    record.stats["median"], "seconds", ((slug, link_bench),))
 
 
 ALL_REDUCES = ("scaling.all_reduce[*]", "ways_to_use_several_gpus.all_reduce[*]")
@@ -238,7 +303,8 @@ def _all_reduce(data: Data, large: bool) -> Iterator[Point]:
                 estimate = est.collective_seconds(x["message_bytes"], gpus, bus, latency=latency)
                 size = r.name.rsplit("-", 1)[-1].rsplit("[", 1)[-1].rstrip("]")
                 yield Point(f"all-reduce of {size} on {gpus} GPUs", r.name, slug, r.run.id,
-                            estimate, r.stats["median"] / x["ops"], "seconds")
+                            estimate, r.stats["median"] / x["ops"], "seconds",
+                            ((slug, small.name), (slug, big.name)))
 
 
 def _across_gpu_counts(data: Data) -> Iterator[Point]:
@@ -250,12 +316,14 @@ def _across_gpu_counts(data: Data) -> Iterator[Point]:
             continue
         two = "2x-" + slug.split("-", 1)[1]
         size = bench.name.rsplit("-", 1)[1].rstrip("]")
-        bus = data.ceiling(two, f"scaling.all_reduce[2gpus-{size}]", "busbw_gbs")
+        pair = f"scaling.all_reduce[2gpus-{size}]"
+        bus = data.ceiling(two, pair, "busbw_gbs")
         if not bus:
             continue
         estimate = est.collective_seconds(x["message_bytes"], 4, bus * 1e9)
         yield Point(f"all-reduce of {size} on 4 GPUs, from 2 GPUs' bus bandwidth", bench.name,
-                    slug, record.run.id, estimate, record.stats["median"] / x["ops"], "seconds")
+                    slug, record.run.id, estimate, record.stats["median"] / x["ops"], "seconds",
+                    ((two, pair),))
 
 
 # --- Compute: the roofline, waves, the pipeline -----------------------------------------------
@@ -264,13 +332,14 @@ def _roofline(data: Data) -> Iterator[Point]:
     """A training step's FLOPs at the peak rate its precision measured (an 8192² product)."""
     for slug, bench, record in data.records("mixed_precision_training.train_step[*]"):
         x = record.extra
-        peak = data.ceiling(slug, f"cpu_vs_gpu.matmul[{x['variant']}]", "tflops")
-        bandwidth = data.ceiling(slug, "cpu_vs_gpu.triad[gpu]", "bandwidth_gbs")
+        matmul, triad = f"cpu_vs_gpu.matmul[{x['variant']}]", "cpu_vs_gpu.triad[gpu]"
+        peak = data.ceiling(slug, matmul, "tflops")
+        bandwidth = data.ceiling(slug, triad, "bandwidth_gbs")
         if not (peak and bandwidth):
             continue
         bound = est.step_lower_bound(x["flops"], 1, peak * 1e12, bandwidth * 1e9)["bound_s"]
         yield Point(f"training step, {x['variant']}", bench.name, slug, record.run.id, bound,
-                    record.stats["median"], "seconds")
+                    record.stats["median"], "seconds", ((slug, matmul), (slug, triad)))
 
 
 def _waves(data: Data, full: bool) -> Iterator[Point]:
@@ -278,7 +347,8 @@ def _waves(data: Data, full: bool) -> Iterator[Point]:
     tiles in full, at the rate of the 8192² product."""
     for slug, bench, record in data.records("tensor_cores_and_shapes.waves[*]"):
         x = record.extra
-        peak = data.ceiling(slug, "tensor_cores_and_shapes.matmul[bf16]", "tflops")
+        rate = "tensor_cores_and_shapes.matmul[bf16]"
+        peak = data.ceiling(slug, rate, "tflops")
         shape = est.matmul_waves(x["m"], x["n"], sms=x["sms"])
         if not peak or (shape["fill"] >= 0.95) != full:
             continue
@@ -286,17 +356,22 @@ def _waves(data: Data, full: bool) -> Iterator[Point]:
         waves = f"{shape['waves']} wave{'s' if shape['waves'] > 1 else ''}"
         yield Point(f"m = {x['m']}: {waves}, last {shape['fill']:.0%} full",
                     bench.name, slug, record.run.id, estimate,
-                    record.stats["median"] / x["ops"], "seconds")
+                    record.stats["median"] / x["ops"], "seconds", ((slug, rate),))
 
 
 def _bubble(data: Data, many: bool) -> Iterator[Point]:
+    """GPipe and 1F1B, one stage a GPU (the schedules the formula describes), against the
+    median over profiled steps of each GPU's idle share of the step (idle_share)."""
     for slug, bench, record in data.records("pipeline_parallelism.step[*]"):
         x = record.extra
-        if (x["microbatches"] > 2 * x["stages"]) != many:
+        if x["schedule"] not in ("gpipe", "1f1b") or (x["microbatches"] > 2 * x["stages"]) != many:
             continue
-        yield Point(f"{x['schedule']}, {x['stages']} stages, {x['microbatches']} micro-batches",
+        m = x["microbatches"]
+        yield Point(f"{x['schedule']}, {x['stages']} stages, {m} micro-batch"
+                    f"{'es' if m != 1 else ''} of {x['microbatch_rows']} samples",
                     bench.name, slug, record.run.id,
-                    est.bubble_fraction(x["stages"], x["microbatches"]), x["idle_mean"], "share")
+                    est.bubble_fraction(x["stages"], x["microbatches"]), x["idle_share"],
+                    "share")
 
 
 CHECKS: dict[str, Check] = {
@@ -357,19 +432,53 @@ def _data(root: str) -> Data:
     return _cached[root][1]
 
 
-def points(name: str, root: Path = ROOT) -> list[Point]:
-    """Every run's point of check `name`; an error if the check is unknown or has none."""
+def _collect(name: str, root: Path) -> tuple[list[Point], list[Pending]]:
+    """Check `name`'s points the rule admits, and its cases that none of it measured yet."""
     if name not in CHECKS:
         raise TimingError(f"no estimate check {name!r} (known: {', '.join(CHECKS)})")
-    found = list(CHECKS[name].points(_data(str(root))))
-    if not found:
-        raise TimingError(f"estimate check {name!r}: no run measured its benchmarks with the "
-                          "current code")
+    data = _data(str(root))
+    if name not in data._checks:
+        found = list(CHECKS[name].points(data))
+        try:  # cases whose code changed since their runs: named when their records allow
+            found += CHECKS[name].points(data.stale_view())
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            pass
+        counted, short = [], {}
+        for p in found:
+            why = [f"{b} on {m}: {reason}" for m, b in p.sources if (reason := data.short(m, b))]
+            if why:
+                short.setdefault((p.case, p.machine), set()).update(why)
+            else:
+                counted.append(p)
+        measured = {(p.case, p.machine) for p in counted}
+        pending = [Pending(case, machine, tuple(sorted(why)))
+                   for (case, machine), why in short.items() if (case, machine) not in measured]
+        if not counted and not pending:
+            raise TimingError(f"estimate check {name!r}: no run measured its benchmarks with "
+                              "the current code")
+        data._checks[name] = (counted, pending)
+    return data._checks[name]
+
+
+def points(name: str, root: Path = ROOT) -> list[Point]:
+    """Every point of check `name` the rule admits (none: every case is pending)."""
+    found = _collect(name, root)[0]
+    _data(str(root)).used.update(s for p in found for s in p.sources)
     return found
 
 
+def pending(name: str, root: Path = ROOT) -> list[Pending]:
+    """The cases of check `name` that no run the rule admits measured yet."""
+    return _collect(name, root)[1]
+
+
 def errors(name: str, root: Path = ROOT) -> list[float]:
-    return [p.error for p in points(name, root)]
+    """Every admitted point's error; an error if there is none (a page may not quote it)."""
+    found = points(name, root)
+    if not found:
+        raise TimingError(f"estimate check {name!r} is not measured yet: "
+                          + "; ".join(w for p in pending(name, root) for w in p.why))
+    return [p.error for p in found]
 
 
 @dataclass(frozen=True)
