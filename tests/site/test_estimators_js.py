@@ -136,23 +136,36 @@ def test_the_translation_refuses_what_it_cannot_express():
         pyjs.translate(module, ["f"])
 
 
-def test_the_runs_rule_names_the_reference_gpus_thin_benchmarks_only():
-    """fieldguide.render's require_runs, as the estimates follow it: three runs from two
-    leases of the reference GPU, or of a machine of several of it; other GPUs are not held."""
+def test_the_runs_rule_admits_three_runs_from_two_leases_of_current_code():
+    """fieldguide.render's require_runs, as the estimates follow it on every machine: three
+    runs of the current code from two leases (a run without a lease counts as a run, never
+    as a lease); thin() names what a page showed that the rule does not admit, on the
+    reference GPU or a machine of several of it."""
     from types import SimpleNamespace as NS
 
     from fieldguide import estimates
 
-    def bench(*leases):
-        return NS(records=[NS(run=NS(lease=lease, id=f"run{i}")) for i, lease in
-                           enumerate(leases)])
+    def bench(*leases, stale=False):
+        return NS(stale=stale, records=[NS(run=NS(lease=lease, id=f"run{i}"))
+                                        for i, lease in enumerate(leases)])
 
     benches = {("nvidia-h200", "a"): bench("x", "x", "y"), ("nvidia-h200", "b"): bench("x", "y"),
+               ("nvidia-h200", "e"): bench("x", "x", None),
+               ("nvidia-h200", "f"): bench("x", "y", "y", stale=True),
                ("2x-nvidia-h200", "c"): bench("x", "x", "x"),
                ("nvidia-h100-80gb-hbm3", "d"): bench("x")}
     data = estimates.Data.__new__(estimates.Data)
-    data.machines = {slug: NS(benchmark=lambda name, slug=slug: benches[(slug, name)])
+    data.machines = {slug: NS(names={n for s, n in benches if s == slug},
+                              benchmark=lambda name, slug=slug: benches[(slug, name)])
                      for slug, _ in benches}
+    data.keys = NS(stale_files=lambda b: ["changed.py"] if b.stale else [])
+    data._short = {}
+    assert data.short("nvidia-h200", "a") is None
+    assert data.short("nvidia-h200", "b") == "2 runs from 2 leases"
+    assert data.short("nvidia-h200", "e") == "3 runs from 1 lease"
+    assert data.short("nvidia-h200", "f") == "its code changed since it was measured"
+    assert data.short("nvidia-h100-80gb-hbm3", "d") == "1 run from 1 lease"
+    assert data.short("nvidia-h200", "zzz") == "not measured"
     data.used = set(benches)
     named = [line.split(" ", 1)[0] for line in data.thin("nvidia-h200")]
-    assert named == ["c", "b"]
+    assert named == ["c", "b", "e", "f"]
