@@ -505,9 +505,10 @@ def table_markdown(check: str, default_gpu: str) -> str:
                      f"{_quantity(r.measured, r.unit)} | {error} | {r.runs} |")
     low, high = min(p.error for p in every), max(p.error for p in every)
     machines = sorted({known[p.machine].gpu for p in every})
+    spread = (f"is {_percent(low)} in each of them" if _percent(low) == _percent(high) else
+              f"lies between {_percent(low)} and {_percent(high)} over all of them")
     lines += ["", f"*{title}: `{estimator}()` against {len(every)} runs on "
-              f"{' and '.join(machines)}; the error lies between {_percent(low)} and "
-              f"{_percent(high)} over all of them.*", *waiting]
+              f"{' and '.join(machines)}; the error {spread}.*", *waiting]
     return "\n".join(lines)
 
 
