@@ -28,7 +28,8 @@ def smoke_test():
     backend = "nccl" if on_gpus else "gloo"
     wait = datetime.timedelta(seconds=60)  # a rank that never comes: fail, do not hang
     if "RANK" in os.environ:  # started by torchrun
-        dist.init_process_group(backend, timeout=wait, device_id=device if on_gpus else None)
+        dist.init_process_group(backend, timeout=wait,
+                                device_id=device if on_gpus else None)
     else:  # alone: a group of one
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     rank, world = dist.get_rank(), dist.get_world_size()
