@@ -22,8 +22,9 @@ def run_by_its_notebook(path) -> str | None:
     imports from another snippet names that the same page's sections of that snippet define
     before this module's (the notebook defines them there); one page shows every section once
     (its notebook has those cells in page order: tests/site/test_notebooks.py checks it and
-    runs it; a whole file shown beside them, a script to download, is not run again there); that page needs as many GPUs as the module, so its notebook runs
-    wherever the module would; and the module reads no command line but through
+    runs it; a whole file shown beside them, a script to download, is not run again there);
+    that page needs as many GPUs as the module, so its notebook runs wherever the module
+    would; and the module reads no command line but through
     `parse_known_args`, which ignores the kernel's arguments (so the notebook runs it as
     `python -m` without arguments does); and the page is no exercise page, whose notebook runs
     the solutions after all the exercises, not in page order (fieldguide.notebooks.is_workbook:
