@@ -25,13 +25,13 @@ def smoke_test():
     device = torch.device("cuda", local_rank) if on_gpus else torch.device("cpu")
     if on_gpus:
         torch.cuda.set_device(device)
-    backend = "nccl" if on_gpus else "gloo"
+    backend, device_id = ("nccl", device) if on_gpus else ("gloo", None)
     wait = datetime.timedelta(seconds=60)  # a rank that never comes: fail, do not hang
     if "RANK" in os.environ:  # started by torchrun
-        dist.init_process_group(backend, timeout=wait,
-                                device_id=device if on_gpus else None)
+        dist.init_process_group(backend, timeout=wait, device_id=device_id)
     else:  # alone: a group of one
-        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1,
+                                device_id=device_id)
     rank, world = dist.get_rank(), dist.get_world_size()
     value = torch.tensor([rank + 1.0], device=device)
     dist.all_reduce(value)  # 1 + 2 + ... + world on every rank
