@@ -232,16 +232,22 @@ def where_to_look(s, min_share=MIN_SHARE):
 
 
 if __name__ == "__main__":
+    # --8<-- [start:use]
+    # with slow_training.py beside your script:
+    # from slow_training import take_trace, read_trace, where_to_look
+    print(take_trace("trace.json", lambda: train_step(*batch())))  # your step here
+    symptoms = read_trace("trace.json")
+    for share, branch in where_to_look(symptoms):
+        print("Look at:", branch, "(share unknown: no GPU in the trace)"
+              if share is None else f"({share:.0%} of the step)")
+    # --8<-- [end:use]
+
     # --8<-- [start:main]
-    print(take_trace("trace.json", lambda: train_step(*batch())))
-    s = read_trace("trace.json")
+    s = symptoms
     print(f"{s.kernels} kernels, {s.tiny_kernels} under {TINY_US} µs; "
           f"{s.fp32_products} of {s.products} products in strict float32")
     if s.kernels:
         print(f"GPU idle {s.gpu_idle_share:.0%} of the recorded steps:", ", ".join(
             f"{cause} {us / s.span_us:.0%}" for cause, us in s.idle_us.items()))
         print("longest gaps (µs):", [round(g) for g in s.longest_gaps_us])
-    for share, branch in where_to_look(s):
-        print("Look at:", branch, "(share unknown: no GPU in the trace)"
-              if share is None else f"({share:.0%} of the step)")
     # --8<-- [end:main]

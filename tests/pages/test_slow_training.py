@@ -393,3 +393,45 @@ def test_every_branch_links_the_published_pages_with_its_fix():
         for page in pages:
             assert not is_draft(ROOT / "docs" / page), f"{slug} links the draft {page}"
         assert "<!-- timing-" in found[slug], f"{slug} shows no measured gain"
+
+
+# --- The page's few lines, and its drawing of the decision procedure ------------------------
+
+def test_the_few_lines_on_the_page_take_read_and_list_the_branches(snippet, tmp_path,
+                                                                     monkeypatch, capsys):
+    """The `use` section, run as the page shows it (in a folder of its own), prints the
+    summary and one line per branch where_to_look lists; the import its comment names works."""
+    import importlib
+
+    from fieldguide.snippets import sections
+
+    code = sections(ROOT / "snippets/start_here/slow_training.py")["use"]
+    assert len(code.splitlines()) <= 8, "a few lines, not the reader's code"
+    imported = re.search(r"# from slow_training import (.+)", code)[1].split(", ")
+    module = importlib.import_module("snippets.start_here.slow_training")
+    assert all(hasattr(module, name) for name in imported), imported
+    monkeypatch.chdir(tmp_path)
+    exec(code, dict(vars(snippet)))  # noqa: S102 (the page's section, as the notebook runs it)
+    printed = capsys.readouterr().out
+    listed = snippet.where_to_look(snippet.read_trace(tmp_path / "trace.json"))
+    assert listed, "the page's step shows at least one branch"
+    looks = [line for line in printed.splitlines() if line.startswith("Look at: ")]
+    assert [line.split(" (")[0] for line in looks] == [f"Look at: {b}" for _, b in listed]
+
+
+def test_the_drawn_decision_procedure_is_where_to_look_s(snippet):
+    """fieldguide/diagrams.py draws the branches of where_to_look, in its order, each with
+    its causes and where to look; and the busy branch for a trace where none is listed."""
+    from fieldguide.diagrams import DECISION_BUSY, DECISION_ROWS, DIAGRAMS
+
+    def flat(text):
+        return " ".join(text.split())
+
+    branches = [*snippet.BRANCHES.items(), (snippet.FP32, None)]
+    assert len(DECISION_ROWS) == len(branches)
+    for (symptom, where, _), (branch, causes) in zip(DECISION_ROWS, branches, strict=True):
+        assert branch.endswith(": " + flat(where)), (branch, where)
+        if causes:
+            assert flat(symptom).endswith(f"({', '.join(causes)})"), (symptom, causes)
+    assert snippet.BUSY.split(": ", 1)[1] in flat(DECISION_BUSY)
+    assert "MIN_SHARE" in DIAGRAMS["slow-step-decision"].description
