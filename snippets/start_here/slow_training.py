@@ -116,9 +116,14 @@ def strict_float32():
 def idle_cause(gap, since, call, done, launching):
     """Why the GPU sat idle `gap` µs from `since` until its next work, whose launch
     call on the host is `call`: Holistic Trace Analysis' split (host wait, kernel
-    wait, other), the host wait told apart by what the host row shows."""
+    wait, other), the host wait told apart by what the host row shows, and a launch
+    call still running when the GPU ran dry taken out of other."""
     if call is None or call["ts"] <= since:  # launched before the GPU ran dry
-        return "kernel wait" if gap < KERNEL_WAIT_US else "other"
+        if gap < KERNEL_WAIT_US:
+            return "kernel wait"
+        if call is not None and call["ts"] + call["dur"] > since:
+            return "launch"  # the launch call was still running when the GPU ran dry
+        return "other"
     start, end = since, call["ts"]  # the host launched late: what did it do?
     spans = sorted((max(start, e["ts"]), min(end, e["ts"] + e["dur"])) for e in done
                    if e.get("cat") in ("cpu_op", "user_annotation")

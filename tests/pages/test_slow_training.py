@@ -185,6 +185,21 @@ def test_idle_time_is_split_by_what_the_host_did_during_each_gap(snippet, tmp_pa
                                         (0.1, snippet.FP32)]  # other: 9 %, below 10 %
 
 
+def test_a_launch_call_still_running_when_the_gpu_ran_dry_is_launch_not_other(
+        snippet, tmp_path):
+    # HTA counts a queued gap over its threshold as other, launch delays included; the
+    # reader gives the gap to launch when the launch call had not returned as the GPU ran
+    # dry (as in every queued gap over KERNEL_WAIT_US of the H200 example traces).
+    slow_call = event("cuda_runtime", "cudaLaunchKernel", 40, 30, correlation=2)
+    events = [event("user_annotation", "ProfilerStep#1", 0, 200),
+              *launched(1, 0, 0, 50),
+              slow_call, {**event("kernel", "k", 75, 10, correlation=2), "pid": 0, "tid": 7},
+              *launched(3, 60, 120, 80)]  # returned at 62, long before the GPU ran dry
+    s = snippet.read_trace(write(tmp_path, events))
+    assert s.idle_us == {"sync": 0, "host work": 0, "launch": 25, "kernel wait": 0,
+                         "other": 35}
+
+
 def test_a_launch_bound_step_is_tiny_kernels_not_waits(snippet, tmp_path):
     # Each 4 µs kernel is launched 20 µs after the one before has ended: the host row
     # between them holds the next operator, which launches; no synchronization, no batch.
