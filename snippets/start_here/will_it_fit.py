@@ -44,8 +44,10 @@ def saved_bytes_per_layer(tokens, width, saved_widths=10, precision="fp32", spli
     the next Linear's input). A pre-norm transformer block with attention saves 17.
 
     Split over `split` GPUs by tensor parallelism, each GPU keeps its share of them
-    but `whole_widths` whole: the inputs of the products that are split by columns
-    (4 in a transformer block: both norms' inputs and outputs)."""
+    but `whole_widths` whole: what tensor parallelism does not split, both norms'
+    inputs and their outputs, the inputs of the column-split products (4 in a
+    transformer block without dropout; 2 with sequence parallelism, which splits
+    the norms but here saves the products' gathered inputs whole)."""
     widths = whole_widths + (saved_widths - whole_widths) / split
     return tokens * width * widths * SAVED_BYTES[precision]
 
