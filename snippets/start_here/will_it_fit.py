@@ -81,7 +81,9 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
     layer = saved_bytes_per_layer(chunk, width, saved_widths, precision, split,
                                   whole_widths if split > 1 else 0)
     if checkpoint:  # each layer's input is kept; one layer is recomputed at a time
-        activations = layers * chunk * width * SAVED_BYTES[precision] + layer
+        # a layer's input is the residual stream, in the weights' type: float32 under
+        # autocast, whose bfloat16 products are added back to float32
+        activations = layers * chunk * width * per_number + layer
     else:
         activations = layers * layer
     total = (weights + gradients + optimizer_state + buckets + gathered + copies
