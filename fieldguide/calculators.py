@@ -115,7 +115,7 @@ CALCULATORS: dict[str, Calculator] = {
          Output("weights", "Weights", "bytes"), Output("gradients", "Gradients", "bytes"),
          Output("optimizer", "Optimizer state", "bytes"),
          Output("buckets", "DDP's gradient buckets", "bytes"),
-         Output("gathered", "FSDP2's gathered layer", "bytes"),
+         Output("gathered", "FSDP2's gathered layers (this and the next)", "bytes"),
          Output("copies", "autocast's bfloat16 weight copies", "bytes"),
          Output("activations", "Saved activations", "bytes"))),
     "collective": Calculator(

@@ -69,10 +69,11 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
     gradients = parameters * per_number / shards
     optimizer_state = parameters * per_number * OPTIMIZER_STATES[optimizer] / shards
     # DDP all-reduces the gradients from buckets: a second copy of them (unless
-    # gradient_as_bucket_view=True); FSDP2 gathers one layer's full weights at a time.
+    # gradient_as_bucket_view=True); FSDP2 gathers a layer's full weights to use it,
+    # and the next layer's meanwhile (its all-gather overlaps this layer's compute).
     buckets = gradients if parallel == "ddp" and gpus > 1 else 0
     fsdp2 = parallel == "fsdp2" and gpus > 1
-    gathered = parameters * per_number / layers if fsdp2 else 0
+    gathered = 2 * parameters * per_number / layers if fsdp2 else 0
     # autocast keeps a bfloat16 copy of each weight it used, for backward: of the
     # whole weight under FSDP2, which gathers it first; only TP splits activations
     split = gpus if parallel == "tp" else 1
