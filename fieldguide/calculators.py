@@ -108,6 +108,8 @@ CALCULATORS: dict[str, Calculator] = {
          Input("gpus", "GPUs", 1, step="1"),
          Input("parallel", "Split over the GPUs (data parallel: DDP)", "ddp",
                choices=PARALLEL),
+         Input("bucket_view", "DDP's gradients in its buckets "
+               "(gradient_as_bucket_view=True)", False),
          Input("whole_widths", "Of the numbers saved, widths each GPU keeps whole under tensor "
                "parallelism", 0, help="4 in a transformer block (both norms' inputs and "
                "outputs); 2 with sequence parallelism")),

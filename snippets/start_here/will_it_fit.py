@@ -54,14 +54,17 @@ def saved_bytes_per_layer(tokens, width, saved_widths=10, precision="fp32", spli
 
 def training_memory(parameters, layers, tokens, width, saved_widths=10,
                     optimizer="adam", precision="fp32", checkpoint=False,
-                    micro_batches=1, gpus=1, parallel="ddp", whole_widths=0):
+                    micro_batches=1, gpus=1, parallel="ddp", whole_widths=0,
+                    bucket_view=False):
     """Bytes one GPU holds at the peak of a training step, part by part.
 
     parameters: of the whole model; layers: how many layers save activations;
     tokens: the batch one GPU sees in a step (samples x sequence length); parallel:
     "ddp" (each GPU holds everything), "fsdp2" (weights, gradients and state sharded
     over `gpus`) or "tp" (tensor parallelism: those and the saved activations split
-    over `gpus`, but for `whole_widths` of them, as in saved_bytes_per_layer).
+    over `gpus`, but for `whole_widths` of them, as in saved_bytes_per_layer);
+    bucket_view: DDP with gradient_as_bucket_view=True, the gradients living in its
+    buckets (no second copy).
     """
     per_number = STATE_BYTES[precision]
     shards = 1 if parallel == "ddp" else gpus
@@ -71,7 +74,7 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
     # DDP all-reduces the gradients from buckets: a second copy of them (unless
     # gradient_as_bucket_view=True); FSDP2 gathers a layer's full weights to use it,
     # and the next layer's meanwhile (its all-gather overlaps this layer's compute).
-    buckets = gradients if parallel == "ddp" and gpus > 1 else 0
+    buckets = gradients if parallel == "ddp" and gpus > 1 and not bucket_view else 0
     fsdp2 = parallel == "fsdp2" and gpus > 1
     gathered = 2 * parameters * per_number / layers if fsdp2 else 0
     # autocast keeps a bfloat16 copy of each weight it used, for backward: of the
