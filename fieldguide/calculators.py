@@ -99,7 +99,8 @@ CALCULATORS: dict[str, Calculator] = {
                step="1"),
          Input("width", "Hidden width", 2048, step="1"),
          Input("saved_widths", "Numbers saved per token per layer, in widths", 10,
-               help="10 for a feed-forward block with a 4× hidden layer; 1 for Linear + ReLU"),
+               help="10 for a feed-forward block with a 4× hidden layer; 1 for Linear + ReLU; "
+               "17 for a pre-norm transformer block with fused attention, no dropout"),
          Input("optimizer", "Optimizer", "adam", choices=OPTIMIZERS),
          Input("precision", "Precision (mixed: autocast, float32 weights and state)",
                "autocast", choices=PRECISIONS),

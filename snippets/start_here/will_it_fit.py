@@ -76,7 +76,7 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
     # and the next layer's meanwhile (its all-gather overlaps this layer's compute).
     buckets = gradients if parallel == "ddp" and gpus > 1 and not bucket_view else 0
     fsdp2 = parallel == "fsdp2" and gpus > 1
-    gathered = 2 * parameters * per_number / layers if fsdp2 else 0
+    gathered = min(2, layers) * parameters * per_number / layers if fsdp2 else 0
     # autocast keeps a bfloat16 copy of each weight it used, for backward: of the
     # whole weight under FSDP2, which gathers it first; only TP splits activations
     split = gpus if parallel == "tp" else 1

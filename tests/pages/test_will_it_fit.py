@@ -167,6 +167,12 @@ def test_memory_parts_add_up_and_follow_the_split(snippet):
     fsdp = snippet.training_memory(10**9, 10, 4096, 1024, gpus=4, parallel="fsdp2")
     assert fsdp["optimizer"] == one["optimizer"] / 4
     assert fsdp["activations"] == one["activations"]
+    assert fsdp["gathered"] == 2 * 10**9 * 4 / 10   # this layer and the prefetched next
+    alone = snippet.training_memory(10**9, 1, 4096, 1024, gpus=4, parallel="fsdp2")
+    assert alone["gathered"] == 10**9 * 4           # one layer: nothing to prefetch
+    view = snippet.training_memory(10**9, 10, 4096, 1024, gpus=4, parallel="ddp",
+                                   bucket_view=True)
+    assert view["buckets"] == 0 and view["gradients"] == one["gradients"]
     tp = snippet.training_memory(10**9, 10, 4096, 1024, gpus=4, parallel="tp")
     assert tp["activations"] == one["activations"] / 4
     kept = snippet.training_memory(10**9, 10, 4096, 1024, gpus=4, parallel="tp",
@@ -174,6 +180,9 @@ def test_memory_parts_add_up_and_follow_the_split(snippet):
     assert kept["activations"] == one["activations"] * (2 + 8 / 4) / 10
     ckpt = snippet.training_memory(10**9, 10, 4096, 1024, checkpoint=True)
     assert ckpt["activations"] < one["activations"]
+    mixed = snippet.training_memory(10**9, 10, 4096, 1024, precision="autocast",
+                                    checkpoint=True)   # float32 residual stream kept
+    assert mixed["activations"] == 10 * 4096 * 1024 * 4 + 4096 * 1024 * 10 * 2
     half = snippet.training_memory(10**9, 10, 4096, 1024, micro_batches=2)
     assert half["activations"] == one["activations"] / 2
 

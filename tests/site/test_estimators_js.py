@@ -26,7 +26,8 @@ GRID = {
          gpus, parallel, whole, bucket_view)
         for parameters, layers, tokens, width, saved in [(33_611_776, 16, 16384, 512, 10),
                                                          (134_254_593, 9, 4096, 4096, 1),
-                                                         (7e9, 32, 8192, 4096, 17)]
+                                                         (7e9, 32, 8192, 4096, 17),
+                                                         (2e8, 1, 8192, 4096, 17)]
         for optimizer in ("adam", "sgd_momentum", "sgd")
         for precision in ("fp32", "autocast", "bf16")
         for checkpoint in (False, True)
