@@ -99,7 +99,8 @@ CALCULATORS: dict[str, Calculator] = {
                step="1"),
          Input("width", "Hidden width", 2048, step="1"),
          Input("saved_widths", "Numbers saved per token per layer, in widths", 10,
-               help="10 for a feed-forward block with a 4× hidden layer; 1 for Linear + ReLU"),
+               help="10 for a feed-forward block with a 4× hidden layer; 1 for Linear + ReLU; "
+               "17 for a pre-norm transformer block with fused attention, no dropout"),
          Input("optimizer", "Optimizer", "adam", choices=OPTIMIZERS),
          Input("precision", "Precision (mixed: autocast, float32 weights and state)",
                "autocast", choices=PRECISIONS),
@@ -108,6 +109,8 @@ CALCULATORS: dict[str, Calculator] = {
          Input("gpus", "GPUs", 1, step="1"),
          Input("parallel", "Split over the GPUs (data parallel: DDP)", "ddp",
                choices=PARALLEL),
+         Input("bucket_view", "DDP's gradients in its buckets "
+               "(gradient_as_bucket_view=True)", False),
          Input("whole_widths", "Of the numbers saved, widths each GPU keeps whole under tensor "
                "parallelism", 0, help="4 in a transformer block (both norms' inputs and "
                "outputs); 2 with sequence parallelism")),
@@ -115,7 +118,7 @@ CALCULATORS: dict[str, Calculator] = {
          Output("weights", "Weights", "bytes"), Output("gradients", "Gradients", "bytes"),
          Output("optimizer", "Optimizer state", "bytes"),
          Output("buckets", "DDP's gradient buckets", "bytes"),
-         Output("gathered", "FSDP2's gathered layer", "bytes"),
+         Output("gathered", "FSDP2's gathered layers (this and the next)", "bytes"),
          Output("copies", "autocast's bfloat16 weight copies", "bytes"),
          Output("activations", "Saved activations", "bytes"))),
     "collective": Calculator(

@@ -191,14 +191,15 @@ def _needing_less_memory(data: Data) -> Iterator[Point]:
                         x["peak_bytes"], "bytes")
 
 
-def _mlp(record: Record, parallel: str) -> float:
+def _mlp(record: Record, parallel: str, bucket_view: bool = False) -> float:
     """8 Linear(4096, 4096) + ReLU layers and a head under autocast, Adam
     (snippets/several_gpus/scaling.py, the model of the DDP and FSDP2 pages)."""
     x = record.extra
     # fsdp2.step records each GPU's share of the weights (float32) rather than their count
     parameters = x.get("parameters") or round(x["params_gib_per_gpu"] * GIB * x["gpus"] / 4)
     return est.training_memory(parameters, 9, x["batch_per_gpu"], 4096, saved_widths=1,
-                               precision="autocast", gpus=x["gpus"], parallel=parallel)["total"]
+                               precision="autocast", gpus=x["gpus"], parallel=parallel,
+                               bucket_view=bucket_view)["total"]
 
 
 def _peak(record: Record) -> float:
@@ -214,12 +215,18 @@ def _one_gpu_mlp(data: Data) -> Iterator[Point]:
                         record.run.id, _mlp(record, "ddp"), _peak(record), "bytes")
 
 
-def _ddp(data: Data) -> Iterator[Point]:
-    for pattern in ("scaling.step[ddp-*]", "ddp_with_torchrun.step[2gpus-*]"):
+def _ddp(data: Data, bucket_view: bool) -> Iterator[Point]:
+    """DDP as each benchmark builds it: ddp_with_torchrun.step with DDP's defaults (a second
+    copy of the gradients in the buckets), its step_bucket_view and scaling.lay_out with
+    gradient_as_bucket_view=True (the gradients live in the buckets)."""
+    patterns = (("scaling.step[ddp-*]", "ddp_with_torchrun.step_bucket_view") if bucket_view
+                else ("ddp_with_torchrun.step[2gpus-*]",))
+    for pattern in patterns:
         for slug, bench, record in data.records(pattern):
             x = record.extra
             yield Point(f"DDP, {x['gpus']} GPUs, {x['batch_per_gpu']} samples each", bench.name,
-                        slug, record.run.id, _mlp(record, "ddp"), _peak(record), "bytes")
+                        slug, record.run.id, _mlp(record, "ddp", bucket_view), _peak(record),
+                        "bytes")
 
 
 def _fsdp2(data: Data, small: bool) -> Iterator[Point]:
@@ -377,7 +384,11 @@ def _bubble(data: Data, many: bool) -> Iterator[Point]:
 CHECKS: dict[str, Check] = {
     "memory_one_gpu": Check("Peak memory of a training step on one GPU", "training_memory",
                             lambda d: (*_needing_less_memory(d), *_one_gpu_mlp(d))),
-    "memory_ddp": Check("Peak memory per GPU under DDP", "training_memory", _ddp),
+    "memory_ddp": Check("Peak memory per GPU under DDP", "training_memory",
+                        lambda d: _ddp(d, bucket_view=False)),
+    "memory_ddp_bucket_view": Check("Peak memory per GPU under DDP with "
+                                    "gradient_as_bucket_view=True", "training_memory",
+                                    lambda d: _ddp(d, bucket_view=True)),
     "memory_fsdp2": Check("Peak memory per GPU under FSDP2, 4096 samples a GPU",
                           "training_memory", lambda d: _fsdp2(d, small=True)),
     "memory_fsdp2_large": Check("Peak memory per GPU under FSDP2, larger batches",

@@ -44,22 +44,27 @@ def saved_bytes_per_layer(tokens, width, saved_widths=10, precision="fp32", spli
     the next Linear's input). A pre-norm transformer block with attention saves 17.
 
     Split over `split` GPUs by tensor parallelism, each GPU keeps its share of them
-    but `whole_widths` whole: the inputs of the products that are split by columns
-    (4 in a transformer block: both norms' inputs and outputs)."""
+    but `whole_widths` whole: what tensor parallelism does not split, both norms'
+    inputs and their outputs, the inputs of the column-split products (4 in a
+    transformer block without dropout; 2 with sequence parallelism, which splits
+    the norms but here saves the products' gathered inputs whole)."""
     widths = whole_widths + (saved_widths - whole_widths) / split
     return tokens * width * widths * SAVED_BYTES[precision]
 
 
 def training_memory(parameters, layers, tokens, width, saved_widths=10,
                     optimizer="adam", precision="fp32", checkpoint=False,
-                    micro_batches=1, gpus=1, parallel="ddp", whole_widths=0):
+                    micro_batches=1, gpus=1, parallel="ddp", whole_widths=0,
+                    bucket_view=False):
     """Bytes one GPU holds at the peak of a training step, part by part.
 
     parameters: of the whole model; layers: how many layers save activations;
     tokens: the batch one GPU sees in a step (samples x sequence length); parallel:
     "ddp" (each GPU holds everything), "fsdp2" (weights, gradients and state sharded
     over `gpus`) or "tp" (tensor parallelism: those and the saved activations split
-    over `gpus`, but for `whole_widths` of them, as in saved_bytes_per_layer).
+    over `gpus`, but for `whole_widths` of them, as in saved_bytes_per_layer);
+    bucket_view: DDP with gradient_as_bucket_view=True, the gradients living in its
+    buckets (no second copy).
     """
     per_number = STATE_BYTES[precision]
     shards = 1 if parallel == "ddp" else gpus
@@ -67,10 +72,11 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
     gradients = parameters * per_number / shards
     optimizer_state = parameters * per_number * OPTIMIZER_STATES[optimizer] / shards
     # DDP all-reduces the gradients from buckets: a second copy of them (unless
-    # gradient_as_bucket_view=True); FSDP2 gathers one layer's full weights at a time.
-    buckets = gradients if parallel == "ddp" and gpus > 1 else 0
+    # gradient_as_bucket_view=True); FSDP2 gathers a layer's full weights to use it,
+    # and the next layer's meanwhile (its all-gather overlaps this layer's compute).
+    buckets = gradients if parallel == "ddp" and gpus > 1 and not bucket_view else 0
     fsdp2 = parallel == "fsdp2" and gpus > 1
-    gathered = parameters * per_number / layers if fsdp2 else 0
+    gathered = min(2, layers) * parameters * per_number / layers if fsdp2 else 0
     # autocast keeps a bfloat16 copy of each weight it used, for backward: of the
     # whole weight under FSDP2, which gathers it first; only TP splits activations
     split = gpus if parallel == "tp" else 1
@@ -79,7 +85,9 @@ def training_memory(parameters, layers, tokens, width, saved_widths=10,
     layer = saved_bytes_per_layer(chunk, width, saved_widths, precision, split,
                                   whole_widths if split > 1 else 0)
     if checkpoint:  # each layer's input is kept; one layer is recomputed at a time
-        activations = layers * chunk * width * SAVED_BYTES[precision] + layer
+        # a layer's input is the residual stream, in the weights' type: float32 under
+        # autocast, whose bfloat16 products are added back to float32
+        activations = layers * chunk * width * per_number + layer
     else:
         activations = layers * layer
     total = (weights + gradients + optimizer_state + buckets + gathered + copies

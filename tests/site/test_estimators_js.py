@@ -23,16 +23,18 @@ needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: "
 GRID = {
     "training_memory": [
         (parameters, layers, tokens, width, saved, optimizer, precision, checkpoint, micro,
-         gpus, parallel, whole)
+         gpus, parallel, whole, bucket_view)
         for parameters, layers, tokens, width, saved in [(33_611_776, 16, 16384, 512, 10),
                                                          (134_254_593, 9, 4096, 4096, 1),
-                                                         (7e9, 32, 8192, 4096, 17)]
+                                                         (7e9, 32, 8192, 4096, 17),
+                                                         (2e8, 1, 8192, 4096, 17)]
         for optimizer in ("adam", "sgd_momentum", "sgd")
         for precision in ("fp32", "autocast", "bf16")
         for checkpoint in (False, True)
         for micro in (1, 4)
         for gpus, parallel in [(1, "ddp"), (2, "ddp"), (4, "fsdp2"), (8, "tp")]
-        for whole in (0, 4)],
+        for whole in (0, 4)
+        for bucket_view in (False, True)],
     "state_bytes_per_parameter": list(itertools.product(
         ("adam", "adamw", "sgd", "sgd_momentum"), ("fp32", "autocast", "bf16"))),
     "step_lower_bound": [(f, b, p, w) for f in (1e9, 4.4e11, 1.1e13) for b in (1e6, 8e8, 4e10)
