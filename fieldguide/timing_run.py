@@ -375,6 +375,8 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
                 raise TimingRunError("--wanted counts machine leases by their boot_id, and this "
                                      "machine records none (/proc/sys/kernel/random/boot_id): "
                                      "use --stale or --only here")
+            if only:  # --only beside --stale/--wanted narrows what they pick: a round's plan
+                codes = {n: code for n, code in codes.items() if any(matches(p, n) for p in only)}
             try:
                 only = (wanted_here(folder, codes, listing["fingerprint"].get("boot_id")) if wanted
                         else stale_or_new(folder, codes))
@@ -478,7 +480,8 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make timings", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="NAME",
-                        help="benchmark names to re-measure; `*` matches anything ('pinned_memory.*')")
+                        help="benchmark names to re-measure; `*` matches anything ('pinned_memory.*'); "
+                             "with --stale or --wanted, what they may pick from")
     parser.add_argument("--out", type=Path, default=TIMINGS_DIR, help="directory of timings files")
     parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
     parser.add_argument("--stale", action="store_true",
@@ -504,8 +507,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         _measure(args.targets, args.only, args.gpus, args.bench_json, args.child, keys=args.keys)
         return 0
-    if (args.stale or args.wanted) and args.only:
-        parser.error("--stale and --wanted pick the benchmarks themselves: give them without --only")
     try:
         run(args.only, args.out, list_only=args.list, stale=args.stale, deadline=args.deadline,
             wanted=args.wanted, keep_going=args.keep_going)
