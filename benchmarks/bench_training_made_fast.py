@@ -15,10 +15,13 @@ allocated at the peak (weights, AdamW's state, activations). `final_loss`: the l
 read. Then a short profiler trace of the same loop (take_trace of the Start here page:
 three recorded steps) read by read_trace: GPU idle time by cause and where_to_look's
 branches (`branches`).
-`larger_batch`: recipe 7 at twice the batch, without checkpointing: what a larger batch
-buys (tokens/s, memory), the question activation checkpointing (recipe 8) answers.
-Budget on an H200: about 70 s: eager recipes 2-4 s each (steps of 5-45 ms, 50 of them,
-worker start-up), the three compiled ones 10-25 s each (most of it compiling).
+`larger_batch`: recipe 6 at twice the batch (eager: a third compile would not fit the
+budget): what a larger batch buys (tokens/s, memory) over step[6-fused], the question
+activation checkpointing (recipe 8) answers.
+`ddp`: recipe 9 (training_made_fast_ddp.py) on two GPUs, rank 0 timing, rank 1 in step.
+Budget on one H200: about 60-80 s: eager recipes 1-4 s each (steps of 5-45 ms, 55 of them,
+worker start-up), the two compiled ones 15-30 s each (most of it compiling). On two H200s
+(`ddp` alone): about 40 s, the follower's start and both ranks compiling.
 """
 
 import gc
@@ -29,6 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks import two_ranks
 from snippets.case_studies import training_made_fast as snippet
 from snippets.start_here import slow_training
 
@@ -39,7 +43,8 @@ pytestmark = [pytest.mark.snippet("snippets/case_studies/training_made_fast.py",
 # How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
 LABELS = {
     "step": "{number}. {change}",
-    "larger_batch": "Step 7 at {batch} sequences a step, without checkpointing",
+    "larger_batch": "Step 6 at {batch} sequences a step",
+    "ddp": "{number}. {change}: {batch} sequences a step on each",
 }
 WORDS = {}
 
@@ -120,5 +125,65 @@ def bench_step(benchmark, gpu_benchmark, tmp_path, number, recipe, change, preci
 
 
 def bench_larger_batch(benchmark, gpu_benchmark, tmp_path):
-    """Recipe 7 at twice the batch: does a larger batch raise tokens/s at all?"""
-    measure(benchmark, gpu_benchmark, tmp_path, snippet.recipe_7, "bf16", 2 * snippet.BATCH)
+    """Recipe 6 at twice the batch: does a larger batch raise tokens/s at all? (Eager, so
+    that the module compiles twice, not three times; step[6-fused] is its pair.)"""
+    measure(benchmark, gpu_benchmark, tmp_path, snippet.recipe_6, "bf16", 2 * snippet.BATCH)
+
+
+# --- Step 9: the same job on two GPUs under DDP (benchmarks/two_ranks.py: this process is
+# rank 0 on GPU 0, a follower is rank 1 on GPU 1). Each round is READ_EVERY steps on both
+# ranks; tokens_per_s counts both GPUs' tokens; mfu_pct is per GPU.
+
+_ddp = {}  # this rank's step, losses and step counter
+
+
+def ddp_prepare():
+    """Recipe 9 on this rank's GPU (the group is two_ranks'); its first step not taken."""
+    from snippets.case_studies import training_made_fast_ddp as ddp
+
+    ddp.device = two_ranks.device()  # what the page's launch code sets from LOCAL_RANK
+    torch.compiler.reset()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(ddp.device)
+    step, losses = ddp.recipe_9()
+    _ddp.update(step=step, losses=losses, counter=itertools.count(), device=ddp.device)
+
+
+def ddp_round():
+    """READ_EVERY steps on this rank, waited for."""
+    for _ in range(snippet.READ_EVERY):
+        _ddp["step"](next(_ddp["counter"]))
+    torch.cuda.synchronize(_ddp["device"])
+
+
+def ddp_finish():
+    """Both ranks: [each rank's peak memory], the last loss read; then free the job."""
+    peaks = two_ranks.everyones(two_ranks.peak_gib(_ddp["device"]))
+    final = _ddp["losses"][-1]
+    _ddp.clear()
+    gc.collect()
+    torch.cuda.empty_cache()
+    return peaks, final
+
+
+@pytest.mark.snippet("snippets/case_studies/training_made_fast_ddp.py", "benchmarks/two_ranks.py")
+@pytest.mark.gpus(2)
+def bench_ddp(benchmark):
+    """Step 9: recipe 7 under DDP on two GPUs, timed on rank 0 in rounds of READ_EVERY."""
+    with two_ranks.Pair() as pair:
+        pair.call(ddp_prepare)
+        benchmark.pedantic(ddp_round, setup=pair.announcer(ddp_round),
+                           rounds=TIMED_ROUNDS, warmup_rounds=1)
+        peaks, final = pair.call(ddp_finish)
+    seconds = benchmark.stats.stats.median / snippet.READ_EVERY
+    tokens = 2 * snippet.BATCH * snippet.SIZES["seq"]  # both GPUs
+    flops = snippet.step_flops(snippet.BATCH, **snippet.SIZES)  # per GPU
+    peak = datasheet_flops("bf16")
+    benchmark.extra_info.update(
+        number=9, change="DDP on two GPUs", gpus=2, ops=snippet.READ_EVERY,
+        batch=snippet.BATCH, tokens=tokens, flops=flops, tokens_per_s=tokens / seconds,
+        precision="bf16", final_loss=final, **snippet.SIZES,
+        **{f"peak_gpu{rank}_gib": gib for rank, gib in enumerate(peaks)})
+    if peak:
+        benchmark.extra_info.update(datasheet_tflops=peak / 1e12,
+                                    mfu_pct=100 * flops / seconds / peak)
