@@ -173,3 +173,43 @@ def test_two_gpus_train_faster_than_one_in_every_run(measured):
     for run in measured(STEP(7), ddp):
         ratio = run.value(ddp, "tokens_per_s") / run.value(STEP(7), "tokens_per_s")
         assert ratio >= CLAIMS["ddp_scaling"], run
+
+
+# --- Step 9: two ranks (gloo on the CPU here, as the two-GPU benchmark runs them) ---------
+
+def ddp_losses(steps):
+    """Both ranks: recipe 9 for `steps` steps; the losses it read (the mean over ranks)."""
+    from snippets.case_studies import training_made_fast_ddp as ddp
+
+    return ddp.train(ddp.recipe_9, steps)
+
+
+def one_process_on_both_shares(snippet, steps, world=2):
+    """What DDP must compute: one process, each step on the batches of every rank together
+    (rank r's batch i is batch i * world + r), bf16 autocast like recipe 9."""
+    model = snippet.pad_vocab(snippet.make_model())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=snippet.LR)
+    losses = []
+    for i in range(steps):
+        tokens, targets = (torch.cat(parts) for parts in zip(
+            *(snippet.make_batch(i * world + r) for r in range(world)), strict=True))
+        with torch.autocast(snippet.device.type, dtype=torch.bfloat16):
+            logits = model(tokens.to(snippet.device))
+            loss = torch.nn.functional.cross_entropy(
+                logits.flatten(0, 1), targets.to(snippet.device).flatten())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.fresh_interpreter
+def test_two_ranks_train_one_process_curve_on_both_shares(snippet):
+    from benchmarks import two_ranks
+
+    steps = STEPS * snippet.READ_EVERY
+    with two_ranks.Pair(cpu=True) as pair:
+        losses = pair.call(ddp_losses, steps)
+    reference = one_process_on_both_shares(snippet, steps)
+    assert gap(losses, reference) <= CLAIMS["loss_gap_low"], (losses, reference)
