@@ -91,7 +91,7 @@ def make_batch(i, seed=0, batch=BATCH):
 
 
 def train(recipe, steps, **options):
-    """The loss of each of `steps` steps of a recipe (steps: a multiple of READ_EVERY)."""
+    """The loss of each of `steps` steps of a recipe (a multiple of READ_EVERY)."""
     step, losses = recipe(**options)
     for i in range(steps):
         step(i)
@@ -111,7 +111,7 @@ def step_flops(batch, vocab, width, depth, heads, seq):
 
 # --8<-- [start:recipe_0]
 def recipe_0(seed=0, batch=BATCH):
-    """The slow start: each batch made on the CPU in the loop, the loss read each step."""
+    """The slow start: batches made on the CPU in the loop, the loss read each step."""
     model = make_model(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
     losses = []
@@ -150,7 +150,7 @@ class Batches(Dataset):
 
 # --8<-- [start:recipe_1]
 def recipe_1(seed=0, batch=BATCH):
-    """Step 1: batches made ahead in worker processes, in pinned memory, copied async."""
+    """Step 1: batches made ahead by worker processes, in pinned memory, sent async."""
     model = make_model(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
     losses = []

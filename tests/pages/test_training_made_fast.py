@@ -87,7 +87,8 @@ def test_padded_classes_change_nothing(snippet):
     vocab = snippet.SIZES["vocab"]
     assert padded.head.out_features % 64 == 0 and padded.head.out_features >= vocab
     after = padded(tokens)
-    assert torch.equal(after[..., :vocab], before)
+    # the same sums, perhaps by another kernel for the wider product (on a GPU)
+    torch.testing.assert_close(after[..., :vocab], before, rtol=1e-5, atol=1e-5)
     assert torch.softmax(after, -1)[..., vocab:].max() == 0
     loss = torch.nn.functional.cross_entropy(after.flatten(0, 1), targets.flatten())
     loss.backward()
