@@ -214,3 +214,36 @@ def test_two_ranks_train_one_process_curve_on_both_shares(snippet):
         losses = pair.call(ddp_losses, steps)
     reference = one_process_on_both_shares(snippet, steps)
     assert gap(losses, reference) <= CLAIMS["loss_gap_low"], (losses, reference)
+
+
+# --- The waterfall: drawn from runs, and a missing run reported, not drawn ----------------
+
+def waterfall_shortcode():
+    text = PAGE.read_text(encoding="utf-8")
+    (code,) = re.findall(r"<!-- timing-waterfall: .*? -->", text)
+    return code
+
+
+def test_the_waterfall_draws_from_runs_and_says_when_there_are_none(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from fieldguide import figure_cache, shortcodes
+    from tests.helpers import fake_benchmark, fake_run, write_run
+
+    monkeypatch.setattr(figure_cache, "CACHE", tmp_path / "figures")
+    code = waterfall_shortcode()
+    empty = shortcodes.Build(ROOT, "fake-gpu-9000", timings_dir=tmp_path / "none")
+    out, page = empty.render_page(code, PAGE.name, "case-studies/training-made-fast/")
+    assert page.problems and "timing unavailable" in out
+    names = re.findall(r"training_made_fast\.step\[([^\]]+)\]", code)
+    assert names[0] == "0-baseline" and names[-1] == "7-compile"
+    entries = [fake_benchmark(f"benchmarks/bench_training_made_fast.py::bench_step[{name}]",
+                              10 * seconds, ops=10, number=n, change=name.split("-", 1)[1])
+               for n, (name, seconds) in enumerate(zip(names, [0.045, 0.044, 0.043, 0.012,
+                                                               0.0075, 0.007, 0.0068, 0.0052],
+                                                        strict=True))]
+    write_run(tmp_path / "timings", fake_run(entries))
+    build = shortcodes.Build(ROOT, "fake-gpu-9000", timings_dir=tmp_path / "timings")
+    out, page = build.render_page(code, PAGE.name, "case-studies/training-made-fast/")
+    assert not page.problems, page.problems
+    assert "<figure" in out and len(build.figures) == 4  # light and dark, wide and narrow
+    assert "| 3. tf32 | 78% |" in out  # each change's share of the gain, in the table
