@@ -22,9 +22,9 @@ SNIPPET = "snippets/case_studies/training_made_fast.py"
 
 # The page's bounds, used by its prose (timing-bound), the tests and the measured data.
 CLAIMS = {
-    # float32 recipes (1, 2: the same kernels on the same numbers, in another order at
-    # most): within 0.001 % of the baseline's loss at every step
-    "loss_gap_fp32": 1e-5,
+    # float32 recipes (1, 2: the same kernels on the same numbers; on a GPU a backward
+    # kernel may add in another order from run to run): within 0.01 % at every step
+    "loss_gap_fp32": 1e-4,
     # TF32 and bfloat16 recipes (3-8): within 2 % at every step. bfloat16 keeps 8
     # significant bits (a rounding of 0.2 % per operand) and TF32 11; the mixed-precision
     # page holds its bf16 and fp16 curves to the same 2 % of float32's
