@@ -118,26 +118,7 @@ def test_every_prompt_is_a_collapsed_question_with_its_answer_rendered(built_sit
 
 # Pages whose prompts another branch is rewriting to the rule below (issue 45): each is a strict
 # expected failure here, so the test says when a merge made one pass. Remove its entry then.
-BEING_REVISED = {
-    path: "being revised in another branch"
-    for path in (
-        "precision/tensor-cores-and-shapes.md",
-        "precision/mixed-precision-training.md",
-        "precision/fp8.md",
-        "precision/activations.md",
-        "precision/channels-last.md",
-        "memory/where-gpu-memory-goes.md",
-        "memory/memory-over-time.md",
-        "memory/out-of-memory-errors.md",
-        "memory/needing-less-memory.md",
-        "several-gpus/ways-to-use-several-gpus.md",
-        "several-gpus/dataparallel-taken-apart.md",
-        "several-gpus/ddp-with-torchrun.md",
-        "several-gpus/fsdp2.md",
-        "several-gpus/model-parallelism.md",
-        "several-gpus/sharing-tensors-between-processes.md",
-    )
-}
+BEING_REVISED: dict[str, str] = {}
 FENCE = re.compile(r"^[ \t]*(```|~~~)", re.M)
 # A question a reader can answer without hunting on the page: no "above", "this table", "And ...".
 NOT_SELF_CONTAINED = re.compile(
@@ -160,11 +141,17 @@ def _names(markdown: str) -> set[tuple[str, str | None]]:
             found.add((code.args[0], code.args[1]))
             continue
         operands = code.args[:2] if code.kind == "ratio" else code.args
+        # a table shows its columns only (a chart, every field)
+        shows = (code.options["columns"].split(",") if code.kind == "table"
+                 and "columns" in code.options else [None])
         for arg in operands + [v for k, v in code.options.items() if k == "points"]:
             for part in arg.split(","):
                 name, _, field = part.partition(":")
                 if "." in name and not re.fullmatch(r"[.\d%]+[a-z]?", name):  # not a FORMAT
-                    found.add((name, field or ("median" if code.kind == "ratio" else None)))
+                    if field or code.kind == "ratio":
+                        found.add((name, field or "median"))
+                    else:
+                        found.update((name, column) for column in shows)
     return found
 
 
@@ -263,6 +250,9 @@ def test_an_answer_before_its_code_is_found():
     assert answered_before_its_code(half) == []
     both = f'<!-- timing-table: a.b[*] -->\n\n??? predict "Q?"\n    {ratio}\n\n```\nx\n```\n'
     assert answered_before_its_code(both)
+    columns = '<!-- timing-table: a.b[*] columns=Linear,cpu_count -->\n\n??? predict "Q?"\n    ' + v
+    assert answered_before_its_code(columns + '\n\n```\nx\n```\n') == []   # not its column
+    assert answered_before_its_code(columns.replace("Linear", "iqr") + '\n\n```\nx\n```\n')
     described = '<!-- timing-value: a.b[x] cpu_count -->\n\n??? predict "Q?"\n    ' + v + '\n\n```\nx\n```\n'
     assert answered_before_its_code(described) == []   # a fact about the run, not the answer
 
