@@ -10,6 +10,7 @@ gets: a collapsed <details> with a question and a non-empty answer, its numbers 
 from __future__ import annotations
 
 import html
+import json
 import posixpath
 import re
 
@@ -17,8 +18,8 @@ import pytest
 
 pytest.importorskip("markdown")  # fieldguide.glossary (which pages teach) is a Markdown extension
 
-from fieldguide import glossary, prompts
-from fieldguide.notebooks import is_workbook
+from fieldguide import ROOT, glossary, prompts
+from fieldguide.notebooks import is_workbook, notebook_path
 from fieldguide.shortcodes import SHORTCODE
 from tests.site.test_reader_kit import NAV, NUMBER, text, url_of
 
@@ -84,17 +85,34 @@ def test_the_notebook_keeps_the_question_and_points_at_the_answer():
     assert "After." in shown and not any("timing" in line for line in shown)
 
 
-def test_in_a_notebook_a_prompt_after_code_comes_before_the_cell():
-    """Predict, then run: the cell's recorded output would give the answer away."""
+def test_in_a_notebook_a_prompt_moves_down_to_the_cell_that_prints_its_result():
+    """Predict, then run: a prompt above a cell that only defines a function moves down to
+    the first later cell that runs and prints (here the page's whole script)."""
     from fieldguide import notebooks
-    cells = [("markdown", "# Title"), ("code", "gpu check"), ("markdown", "Intro."),
-             ("code", "work()"), ("markdown", "> **Predict:** Q?\n>\n> *A.*\n\nThe result.")]
+    q = "> **Predict:** Q?\n>\n> *A.*"
+    cells = [("markdown", "# Title"), ("code", "print('gpu check')"), ("markdown", f"Intro.\n\n{q}"),
+             ("code", "def work():\n    return 1"), ("markdown", "The result."),
+             ("code", "def main():\n    print(work())"), ("markdown", "## The whole script"),
+             ("code", "main()")]
     assert notebooks._predict_first(cells) == [
-        ("markdown", "# Title"), ("code", "gpu check"), ("markdown", "Intro."),
-        ("markdown", "> **Predict:** Q?\n>\n> *A.*"), ("code", "work()"),
-        ("markdown", "The result.")]
-    kept = [("markdown", "# Title"), ("code", "gpu check"), ("markdown", "> **Predict:** Q?")]
-    assert notebooks._predict_first(kept) == kept   # never above the GPU check
+        ("markdown", "# Title"), ("code", "print('gpu check')"), ("markdown", "Intro."),
+        ("code", "def work():\n    return 1"), ("markdown", "The result."),
+        ("code", "def main():\n    print(work())"), ("markdown", "## The whole script"),
+        ("markdown", q), ("code", "main()")]
+    kept = [("markdown", "# Title"), ("code", "gpu check"), ("markdown", q)]
+    assert notebooks._predict_first(kept) == kept   # no cell that prints after it: it stays
+
+
+def test_a_cell_shows_a_result_when_it_runs_something_that_prints():
+    from fieldguide.notebooks import printers, shows_a_result
+    cells = ["def f():\n    print(1)", "def g():\n    f()", "def h():\n    return 2"]
+    printing = printers(cells)
+    assert printing == {"f", "g"}
+    assert not any(shows_a_result(c, printing) for c in cells)   # definitions only
+    assert shows_a_result("g()", printing) and shows_a_result("for i in range(2):\n    print(i)",
+                                                               printing)
+    assert shows_a_result("x = 1\nx + 1", printing)   # Jupyter displays a last expression
+    assert not shows_a_result("h()\nX = 3", printing)
 
 
 @pytest.mark.parametrize("path", TEACHING)
@@ -262,6 +280,34 @@ def test_in_a_notebook_a_prompt_above_the_code_that_answers_it_stays_there():
     cells = [("markdown", "# Title"), ("code", "gpu check"), ("code", "def f(): ..."),
              ("markdown", "> **Predict:** Q?\n>\n> *A.*"), ("code", "print(f())")]
     assert notebooks._predict_first(cells) == cells
+
+
+NOTEBOOK_PAGES = [path for path in TEACHING if prompts.prompts(text(path))
+                  and (ROOT / notebook_path(path)).exists()]
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PAGES)
+def test_in_every_notebook_each_prompt_sits_above_a_cell_that_prints_its_result(path):
+    """In the committed notebook (fieldguide/notebooks.py writes it from the page), every prompt
+    is right above a code cell that runs and prints, not above one that only defines a
+    function, so the reader predicts, then runs; and the notebook asks all the page's prompts."""
+    from fieldguide.notebooks import PREDICT, printers, shows_a_result
+    cells = json.loads((ROOT / notebook_path(path)).read_text(encoding="utf-8"))["cells"]
+    sources = [("".join(c["source"]), c["cell_type"]) for c in cells]
+    printing = printers([s for s, kind in sources if kind == "code"])
+    asked, problems = 0, []
+    for n, (source, kind) in enumerate(sources):
+        found = [p for p in source.split("\n\n") if p.startswith(PREDICT)] if kind == "markdown" else []
+        if not found:
+            continue
+        asked += len(found)
+        following = sources[n + 1] if n + 1 < len(sources) else ("", "end")
+        if not source.rstrip().endswith(found[-1].rstrip()):
+            problems.append(f"cell {n}: prose after the prompt, before the code")
+        if following[1] != "code" or not shows_a_result(following[0], printing):
+            problems.append(f"cell {n}: {found[0][:70]!r} is above a cell that prints nothing")
+    assert asked == len(prompts.prompts(text(path))), f"{path}: the notebook asks {asked} prompts"
+    assert not problems, f"{notebook_path(path)}:\n" + "\n".join(problems)
 
 
 # --- Check yourself: recall at the end of each chapter ----------------------------------------
