@@ -46,6 +46,7 @@ from fieldguide.timings import (
     Run,
     TimingError,
     Timings,
+    bytes_unit,
     carries_unit,
     disagreeing_range,
     format_number,
@@ -53,6 +54,7 @@ from fieldguide.timings import (
     format_spec,
     format_value,
     link_summary,
+    unit_of,
 )
 
 SHORTCODE = re.compile(r"<!--\s*timing-(?P<kind>[\w-]+):(?P<body>.*?)-->", re.DOTALL)
@@ -369,6 +371,33 @@ def _with_range(bench: Benchmark, field_name: str, spec: str | None = None, unit
     return f"{text}{unit} ({ends}{unit if glued else ''} over {len(bench.records)} runs)"
 
 
+def spread_span(text: str, title: str, kind: str = "timing-spread") -> str:
+    """A number in prose: the median alone, its spread in the hover title (issue 45: a reader
+    reads past a parenthesis of runs and ranges three times a paragraph). Tables keep the
+    spread in their cells."""
+    return f'<span class="{kind}" title="{html.escape(title, quote=True)}">{text}</span>'
+
+
+def _median_in_prose(bench: Benchmark, field_name: str, spec: str | None = None, unit: str = "") -> str:
+    """The value alone, as prose shows it; where runs disagree, their range in its hover title:
+    "0.0377 GB/s" titled "The median of 4 runs, which ranged 0.0315–0.0440 GB/s"."""
+    value = bench.value(field_name)
+    spread = bench.spread(field_name)
+    shown = format_value(field_name, value, spec) + unit
+    if not spread:
+        return shown
+    _, ends = format_range(field_name, value, *spread, spec)
+    after = ""   # the unit the ends leave out (format_range writes a glued × or % itself)
+    if not spec and isinstance(value, (int, float)):
+        measure, base = unit_of(field_name, value)
+        if field_name == "bytes" or field_name.endswith("_bytes"):
+            measure = bytes_unit(base)
+        after = "" if measure.text in ("×", "%") else measure.text
+    after += "" if unit in ("×", "%") and ends.endswith(unit) else unit
+    return spread_span(shown, f"The median of {len(bench.records)} runs, which ranged "
+                              f"{ends}{after}")
+
+
 def render_table(code: Shortcode, build: Build, page: Page) -> str:
     if not code.args:
         raise ValueError("timing-table needs at least one benchmark name or pattern")
@@ -430,18 +459,19 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
     if host and host_bound.measured_field(field_name):
         text = format_value(field_name, bench.value(field_name), spec) + unit
         note = host_bound.spread_note(bench, field_name, spec, unit)
-        title = html.escape(f"Measures the host ({host}). Hosts: "
-                            + " · ".join(host_bound.hosts([bench])), quote=True)
-        return f'{text} <span class="timing-host" title="{title}">({note})</span>'
-    return _with_range(bench, field_name, spec, unit)
+        return spread_span(text, f"{note[0].upper()}{note[1:]} (the text shows their median, "
+                           f"{text.strip()}). Measures the host ({host}). Hosts: "
+                           + " · ".join(host_bound.hosts([bench])), "timing-host")
+    return _median_in_prose(bench, field_name, spec, unit)
 
 
 def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     """NAME[:FIELD] over NAME[:FIELD]. With `unit=×` (given when the page writes × right after
-    the shortcode) the sign follows the number and the range: "2,528× (1,902–2,859× over 4 runs)".
-    A host-bound pair reads as the median of its per-run ratios, which says so where it differs
-    from the ratio of the two medians: "30× (the median of 4 runs' own ratios, 27–104×; the two
-    medians give 28×)"."""
+    the shortcode) the sign follows the number: "2,528×", with "Within each of 4 runs:
+    1,902–2,859×" in its hover title where runs disagree. A host-bound pair reads as the median
+    of its per-run ratios, and its title says so where it differs from the ratio of the two
+    medians: "30×" titled "The median of 4 runs' own ratios, 27–104×; the two medians give
+    28×"."""
     if len(code.args) not in (2, 3):
         raise ValueError("timing-ratio takes NAME[:FIELD] NAME[:FIELD] [FORMAT]")
     values, per_run, host = [], [], False
@@ -470,9 +500,12 @@ def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     # medians a page prints beside it (timing-value), it says which it is and gives both.
     within = number(statistics.median(ratios)) if host and ratios else of_medians
     if within != of_medians:
-        return (f"{within}{unit} (the median of {len(ratios)} runs' own ratios"
-                + (f", {across}" if spread else "") + f"; the two medians give {of_medians}{unit})")
-    return within + unit + (f" ({across} over {len(ratios)} runs)" if spread else "")
+        return spread_span(within + unit, f"The median of {len(ratios)} runs' own ratios"
+                           + (f", {across}" if spread else "")
+                           + f"; the two medians give {of_medians}{unit}")
+    if not spread:
+        return within + unit
+    return spread_span(within + unit, f"Within each of {len(ratios)} runs: {across}")
 
 
 def render_crossover(code: Shortcode, build: Build, page: Page) -> str:
