@@ -48,7 +48,7 @@ TINY_PT = 8.8   # the smallest text a drawing has
 # PHONE_WIDTH_PX in a frame that scrolls sideways, so TINY_PT shows at 12 px or more (the browser
 # test's floor for the drawn ideas, issue 45: they showed at 9.3-10.1 px at 390 px).
 DESKTOP_WIDTH_PX = 576
-PHONE_WIDTH_PX = 560
+PHONE_WIDTH_PX = 480
 
 
 @dataclass(frozen=True)
