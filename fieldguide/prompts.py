@@ -11,7 +11,8 @@ docs/assets/extra.css; pymdownx.details makes it a native <details>, so the ques
 The answer is the page's own number, written with the timing shortcodes like every number on the
 site (never typed), or, for a claim without a number, the page's explanation in a sentence or
 two. It sits above the code block that produces the result, so the reader predicts first. In
-a page's notebook a prompt keeps its question, moved down above the first code cell that runs and prints, and points at the page for the measured answer (fieldguide/notebooks.py). Standard
+a page's notebook a prompt keeps its question, moved down above the first code cell that runs
+and prints, and points at the page for the measured answer (fieldguide/notebooks.py). Standard
 library only: the notebooks are generated without MkDocs.
 """
 
