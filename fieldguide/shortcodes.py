@@ -202,6 +202,12 @@ class Build:
             except (TimingError, ValueError, KeyError, SyntaxError) as exc:
                 page.problems.append(f"{code.text.strip()}: {exc}")
                 rendered = f'<span class="timing-missing">[timing unavailable: {code.kind}]</span>'
+            # A table or a figure written indented (in an admonition, a list item) keeps that
+            # indent on every line: at column 0 it would end the block, and the paragraphs
+            # after it would read as code.
+            indent = markdown[markdown.rfind("\n", 0, match.start()) + 1:match.start()]
+            if indent and not indent.strip() and "\n" in rendered:
+                rendered = rendered.replace("\n", "\n" + indent)
             out.append(markdown[last:match.start()])
             out.append(rendered)
             last = match.end() + (1 if glued else 0)

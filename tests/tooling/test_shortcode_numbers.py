@@ -79,6 +79,19 @@ def test_prose_prints_the_median_alone_and_its_range_in_the_hover_title(tmp_path
     assert "2.00 ms (1.00–4.00 over 3 runs)" in table   # the table keeps the range in its cell
 
 
+def test_a_table_in_an_admonition_stays_in_it(tmp_path):
+    """At column 0 a table ended the solution it was written in, and the paragraph after it read
+    as a code block (precision/exercises.md, found by the browser test)."""
+    build = runs(tmp_path, matmul=[(1e-3, {}), (2e-3, {}), (4e-3, {})])
+    text, problems = render(build, '??? success "Solution"\n    Before.\n\n'
+                                   "    <!-- timing-table: x.matmul columns=median -->\n\n"
+                                   "    After.\n")
+    assert not problems, problems
+    assert "\n    | Product | 2.00 ms (1.00–4.00 over 3 runs) |" in text
+    assert not [line for line in text.split("    After.")[0].splitlines()[1:]
+                if line.strip() and not line.startswith("    ")], text
+
+
 # --- finding: "GiB GiB" ---------------------------------------------------------------------------
 
 def test_unit_beside_a_field_that_says_its_unit_is_a_page_problem(tmp_path):
