@@ -102,6 +102,9 @@ class Page:
     # (gpu slug, run id) -> (gpu name, run, uses)
     runs: dict[tuple[str, str], tuple[str, Run, int]] = field(default_factory=dict)
     tab_sets: int = 0
+    # the indent of the shortcode being rendered: inside an admonition or a list item, where raw
+    # HTML would be wrapped in a paragraph, tabs are written as pymdownx.tabbed's `===` blocks
+    indent: str = ""
     # (gpu slug, benchmark name) -> the benchmark, for each one the page shows
     shown: dict[tuple[str, str], Benchmark] = field(default_factory=dict)
 
@@ -194,6 +197,9 @@ class Build:
             glued = code.kind == "ratio" and markdown.startswith("×", match.end())
             if glued:  # "<!-- timing-ratio: ... -->×": the sign goes after the number and range
                 code.options.setdefault("unit", "×")
+            start = markdown.rfind("\n", 0, match.start()) + 1
+            indent = markdown[start:match.start()]
+            page.indent = indent if indent and not indent.strip() else ""
             try:
                 if renderer is None:
                     raise ValueError(f"unknown shortcode kind {code.kind!r}; known: "
@@ -205,9 +211,12 @@ class Build:
             # A table or a figure written indented (in an admonition, a list item) keeps that
             # indent on every line: at column 0 it would end the block, and the paragraphs
             # after it would read as code.
-            indent = markdown[markdown.rfind("\n", 0, match.start()) + 1:match.start()]
-            if indent and not indent.strip() and "\n" in rendered:
-                rendered = rendered.replace("\n", "\n" + indent)
+            if page.indent and "\n" in rendered:
+                # there raw HTML would sit in a paragraph: the tag is a paragraph with a class
+                rendered = re.sub(r'^([ \t]*)<p class="timing-tag">(.*?)</p>',
+                                  r"\1\2\n\1{: .timing-tag }", rendered, flags=re.M)
+                rendered = rendered.replace("\n", "\n" + page.indent)
+            page.indent = ""
             out.append(markdown[last:match.start()])
             out.append(rendered)
             last = match.end() + (1 if glued else 0)
@@ -604,6 +613,10 @@ def tab_set(build: Build, page: Page, tabs: list[tuple[str, str]]) -> str:
     converted with the site's extensions first."""
     page.tab_sets += 1
     n = page.tab_sets
+    if page.indent:   # Markdown tabs: a table's tabs, in a block (raw HTML there would be a <p>)
+        return "\n\n" + "".join(f'=== "{name}"\n\n' + "".join(
+            f"    {line}\n" if line.strip() else "\n" for line in body.strip("\n").splitlines())
+            + "\n" for name, body in tabs)
     inputs = "".join(f'<input{" checked" if i == 0 else ""} id="__gpu_{n}_{i}" name="__gpu_{n}" '
                      'type="radio">' for i in range(len(tabs)))
     labels_html = "".join(f'<label for="__gpu_{n}_{i}">{html.escape(name)}</label>'

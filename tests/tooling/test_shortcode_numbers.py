@@ -88,6 +88,8 @@ def test_a_table_in_an_admonition_stays_in_it(tmp_path):
                                    "    After.\n")
     assert not problems, problems
     assert "\n    | Product | 2.00 ms (1.00–4.00 over 3 runs) |" in text
+    # raw HTML in a block would be wrapped in a paragraph: the tag is a paragraph with a class
+    assert '<p class="timing-tag">' not in text and "\n    {: .timing-tag }" in text
     assert not [line for line in text.split("    After.")[0].splitlines()[1:]
                 if line.strip() and not line.startswith("    ")], text
 
