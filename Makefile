@@ -194,12 +194,13 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU
 # What a change needs measured on this GPU machine, in one device call (fieldguide/gpu_round.py):
 # timing runs of what is new, stale or short of three runs from two leases (at most two from this
 # lease), the outputs of pages whose blocks have none here, and `make test-gpu`, each step started
-# only while GPU_ROUND_BUDGET seconds have room. ROUND_ARCHIVE=path packs what it wrote.
+# only while GPU_ROUND_BUDGET seconds have room. ROUND_ARCHIVE=path packs what it wrote;
+# ONLY="module.* ..." narrows the timings to those benchmarks.
 STEPS ?= timings,outputs   # test-gpu in a call of its own: STEPS=test-gpu
 GPU_ROUND_BUDGET ?= 570
 gpu-round: ## On a CUDA machine: stale/short timing runs and missing outputs (STEPS=test-gpu: the tests), inside one call's budget
 	$(GPU_PYTHON) -m fieldguide.gpu_round --steps $(STEPS) --budget $(GPU_ROUND_BUDGET) \
-	  $(if $(ROUND_ARCHIVE),--archive $(ROUND_ARCHIVE))
+	  $(if $(ROUND_ARCHIVE),--archive $(ROUND_ARCHIVE)) $(if $(ONLY),--only $(ONLY))
 
 # One notebook at a time, with the GPU to itself (fieldguide/record_outputs.py refuses otherwise).
 outputs: ## On a CUDA machine: record what each page's code prints where its blocks have no output here (ALL=1: every page)

@@ -417,3 +417,48 @@ def timeline(bench: Benchmark, title: str | None = None) -> dict[str, dict[str, 
 
     height = 1.2 + 0.6 * len(lanes)
     return _both_themes(plot, title, {"wide": (7.2, height), "narrow": (4.3, height + 0.4)})
+
+
+def waterfall_steps(values: list[float]) -> list[float]:
+    """Each change's share of the whole gain, from the first value to the last: the change
+    from the value before it over (first - last). Shares add up to 1; a change that lost
+    time has a negative share."""
+    total = values[0] - values[-1]
+    if total == 0:
+        raise TimingError("a waterfall needs a first and a last value that differ")
+    return [(before - after) / total for before, after in zip(values, values[1:], strict=False)]
+
+
+def waterfall(benches: list[Benchmark], field: str = "per_op", names: dict[str, str] | None = None,
+              title: str | None = None, xlabel: str | None = None) -> dict[str, dict[str, str]]:
+    """A waterfall of `field` (a time) over benchmarks in the order given, one row each, top
+    to bottom: the first as a whole bar, then each one's change from the one before as a
+    floating bar labelled with its share of the whole gain, then the last as a whole bar."""
+    if len(benches) < 2:
+        raise TimingError("a waterfall needs at least two benchmarks")
+    names = names or {}
+    values = [bench.value(field) for bench in benches]
+    shares = waterfall_steps(values)
+    unit, divisor = axis_unit(field, values)
+    rows = [names.get(b.name, b.name) for b in benches] + ["after every change"]
+
+    def plot(ax, colors, layout):
+        scaled = [v / divisor for v in values]
+        ax.barh(0, scaled[0], color=PALETTE[0], height=0.6)
+        for row, (before, after, share) in enumerate(
+                zip(scaled, scaled[1:], shares, strict=False), start=1):
+            color = PALETTE[2] if after <= before else PALETTE[3]
+            ax.barh(row, before - after, left=after, color=color, height=0.6)
+            ax.text(max(before, after), row, f" {share:.0%}".replace("-", "−"),
+                    va="center", ha="left", color=colors["text"], fontsize=FONT_PT - 1.5)
+        ax.barh(len(values), scaled[-1], color=PALETTE[0], height=0.6)
+        wrap = 18 if layout == "narrow" else 36
+        ax.set_yticks(range(len(rows)), [textwrap.fill(r, wrap) for r in rows])
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(scaled) * 1.15)  # room for the share after the longest bar
+        ax.xaxis.set_major_formatter(FuncFormatter(tick))
+        ax.set_xlabel(_label(xlabel, field, unit))
+        ax.set_axisbelow(True)  # the grid behind the bars
+
+    height = 1.4 + 0.45 * len(rows)
+    return _both_themes(plot, title, {"wide": (7.2, height), "narrow": (4.3, height + 0.8)})

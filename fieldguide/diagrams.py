@@ -656,7 +656,68 @@ def draw_fsdp(ax, colors):
         ax.text(0.05, 4.95 + i * 0.42, line, fontsize=SMALL_PT, color=colors["text"], va="center")
 
 
+# Start here's decision procedure ---------------------------------------------------------------------
+
+# What read_trace measures (left) and where_to_look sends the reader (right), row by row: the
+# branches of snippets/start_here/slow_training.py (BRANCHES, FP32), in that order (a test
+# checks it); the busy branch below them, for a trace where none reaches MIN_SHARE.
+DECISION_ROWS = [
+    ("the GPU waits while the host\nsynchronizes (sync)", "read metrics every N steps", 3),
+    ("the GPU waits for host work:\nmaking a batch (host work)",
+     "DataLoader workers,\npinned memory", 3),
+    ("tiny kernels, one launch each\n(launch, kernel wait)", "CUDA graphs, fusion", 3),
+    ("idle for a reason one trace\ncannot show (other)", "HTA, Nsight Systems", 3),
+    ("products in strict float32\n(their kernels' GPU time)", "TF32, bf16 autocast", 0),
+]
+DECISION_BUSY = "none reaches MIN_SHARE: the GPU is busy;\ncompare with its peak, then more GPUs"
+
+
+def draw_decision(ax, colors):
+    """take_trace and read_trace, then each branch's share of the step against MIN_SHARE: the
+    branches listed largest first, each with where to look; the busy branch when none is."""
+    fix = charts.PALETTE[2]
+    _canvas(ax, 10, 7.55)
+    _box(ax, 0.05, 0.05, 9.9, 0.75, "one trace of a few steps: take_trace(), then read_trace():\n"
+         "the GPU's idle time by cause, and the float32 products", charts.PALETTE[0], colors)
+    _arrow(ax, (5, 0.8), (5, 1.2), colors)
+    ax.text(0.05, 1.45, "costs the step (its share of it)", fontsize=SMALL_PT,
+            color=colors["text"], fontweight="bold", va="center")
+    ax.text(5.75, 1.45, "where to look", fontsize=SMALL_PT, color=colors["text"],
+            fontweight="bold", va="center")
+    top, step, h = 1.75, 0.8, 0.66
+    for i, (symptom, where, color) in enumerate(DECISION_ROWS):
+        y = top + i * step
+        _box(ax, 0.05, y, 4.6, h, symptom, charts.PALETTE[color], colors)
+        _arrow(ax, (4.7, y + h / 2), (5.7, y + h / 2), colors)
+        _box(ax, 5.75, y, 4.2, h, where, fix, colors)
+    below = top + len(DECISION_ROWS) * step
+    ax.text(0.05, below + 0.15, "each listed when it costs at least MIN_SHARE of the step,\n"
+            "the largest first; several can apply", fontsize=SMALL_PT, color=colors["text"],
+            va="top")
+    _box(ax, 0.05, below + 0.95, 9.9, 0.7, DECISION_BUSY, fix, colors, dashed=True)
+
+
 DIAGRAMS: dict[str, Diagram] = {
+    "slow-step-decision": Diagram(
+        draw=draw_decision, height_in=3.9, page="docs/start-here/slow-training.md",
+        alt="The decision procedure of a slow training step: what the trace shows, each "
+            "branch's share of the step, and where to look",
+        caption="How <code>read_trace</code> and <code>where_to_look</code> turn one trace into "
+                "where to look, drawn as a schematic (not measured).",
+        description=(
+            "A flow chart. At the top, one trace of a few steps, taken with take_trace and read "
+            "with read_trace, which splits the time the GPU sat idle by cause and adds up the "
+            "GPU time of the matrix products that ran in strict float32. Below it, five rows, "
+            "each a symptom on the left with an arrow to where to look on the right. The GPU "
+            "waits while the host synchronizes (cause sync): read metrics every N steps. The "
+            "GPU waits for host work such as making a batch (cause host work): DataLoader "
+            "workers and pinned memory. Tiny kernels, each launched on its own (causes "
+            "launch and kernel wait): CUDA graphs and fusion. Idle for a reason one trace cannot show "
+            "(cause other): Holistic Trace Analysis and Nsight Systems. Matrix products in "
+            "strict float32, by their kernels' GPU time: TF32 and bf16 autocast. Each branch is "
+            "listed when it costs at least MIN_SHARE of the step, the largest first, and "
+            "several can apply. A dashed box at the bottom: when none reaches MIN_SHARE, the "
+            "GPU is busy; compare its rate with the GPU's peak, then use more GPUs.")),
     "profiler-trace": Diagram(
         draw=draw_trace, height_in=3.9, page="docs/execution/profiling.md",
         alt="Schematic of a torch.profiler trace in the trace viewer: the Python thread's "

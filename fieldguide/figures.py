@@ -111,3 +111,23 @@ def render_roofline(code, build, page) -> str:
     summary = roofline.summary_markdown(bandwidth, roofs, points, names=names)
     gpu = build.timings(code.gpu).gpu
     return embed(build, svgs, alt, shortcodes.tag(used, gpu), summary, page.url)
+
+
+def render_waterfall(code, build, page) -> str:
+    """NAME NAME ... (or GLOBs, matched in name order) [y=FIELD] [xlabel=..] [title=..]: each change's
+    share of the gain in FIELD (a time, per_op by default) from the first to the last."""
+    if not code.args:
+        raise ValueError("timing-waterfall needs the benchmarks, first to last")
+    benches = build.benchmarks(code, code.args, page)
+    field = code.options.get("y", "per_op")
+    names = {b.name: build.label(b) for b in benches}
+    title = code.options.get("title")
+    svgs = drawn(build.root, charts.waterfall, benches, field=field, names=names, title=title,
+                 xlabel=code.options.get("xlabel"))
+    shares = charts.waterfall_steps([b.value(field) for b in benches])
+    rows = ["| Change | Share of the gain |", "|:--|--:|"] + [
+        f"| {names[b.name]} | {share:.0%} |" for b, share in zip(benches[1:], shares, strict=True)]
+    table = shortcodes.table_markdown(build, benches, [field, "runs"]) + "\n\n" + "\n".join(rows)
+    alt = title or f"Waterfall: each change's share of the gain in {labels.field_label(field)}"
+    gpu = build.timings(code.gpu).gpu
+    return embed(build, svgs, alt, shortcodes.tag(benches, gpu), table, page.url)

@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds for the whole call (a device call may last 600)")
     parser.add_argument("--passes", type=int, default=3, help="timing passes at most")
     parser.add_argument("--archive", type=Path, help="a .tar.gz of what the round wrote")
+    parser.add_argument("--only", nargs="+", metavar="NAME", default=[],
+                        help="timings: pick only among these benchmarks ('pipeline_parallelism.*'): "
+                             "what a round's plan leaves for a later lease is left out")
     parser.add_argument("--log", type=Path, default=Path("gpu-round.log"))
     args = parser.parse_args(argv)
     steps = [s for s in args.steps.split(",") if s]
@@ -102,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                     done.append(f"timings pass {number}: not started, {left():.0f} s left")
                     break
                 code, text = _run([python, "-m", "fieldguide.timing_run", "--wanted", "--keep-going",
-                                   "--deadline", f"{deadline:.0f}"], log)
+                                   "--deadline", f"{deadline:.0f}",
+                                   *(["--only", *args.only] if args.only else [])], log)
                 if code:  # the modules that measured were written; the failures are named above
                     status = code
                     done.append(f"timings pass {number}: failed (exit {code}): " + next(

@@ -67,6 +67,7 @@ FIELD_LABELS: dict[str, str] = {
     "state_gib_per_gpu": "Training state per GPU",
     "bubble_formula": "Idle share, (S−1)/(M+S−1)", "gpus": "GPUs",
     # the pipeline-parallelism page: a step read from each GPU's kernel timeline
+    "tokens_per_s": "Tokens per second", "mfu_pct": "MFU", "branches": "Where to look",
     "samples_per_s": "Samples per second", "microbatches": "Micro-batches",
     "microbatch_rows": "Samples per micro-batch", "batch": "Samples per step",
     "idle_share": "Idle share, timelines", "idle_share_q1": "Idle share, Q1",

@@ -3,7 +3,9 @@
 `docs/<chapter>/<page>.md` becomes `notebooks/<chapter>/<page>.ipynb`: a title cell, a cell that
 checks for a GPU, then the page in order. Each code fence of `--8<--` includes becomes a code
 cell holding exactly the sections the page shows (read with fieldguide.snippets, as the site
-reads them), and the headings and prose between them become markdown cells. Nothing is copied
+reads them), and the headings and prose between them become markdown cells. A fence of a
+whole file (a script to download, whose sections the page shows) stays a fence in the
+markdown: shown, not run a second time. Nothing is copied
 by hand, so a notebook cannot drift from its tested code without the checks noticing:
 
     python -m fieldguide.notebooks           # write: (re)generate, delete orphans (make notebooks)
@@ -495,7 +497,17 @@ def _page_cells(root: Path, lines: list[str], convert: _Converter,
             while end < len(lines) and not lines[end].strip().startswith(fence["fence"]):
                 end += 1
             body = lines[i + 1:end]
-            if any(INCLUDE.match(b) for b in body):
+            found = [m for m in map(INCLUDE.match, body) if m]
+            if found and all(m["section"] is None for m in found):
+                # a whole file (a script to download, whose sections the page shows and
+                # the notebook runs): shown, not run a second time
+                indent = fence["indent"]
+                prose.append(line)
+                for m in found:
+                    prose.extend(f"{indent}{code}" if code else "" for code in
+                                 included_code(root, m["path"], None).split("\n"))
+                prose.append(lines[end] if end < len(lines) else line)
+            elif found:
                 flush()
                 cells.append(("code", "\n\n".join(
                     included_code(root, m["path"], m["section"])

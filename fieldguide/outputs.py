@@ -161,6 +161,7 @@ class Recorded:
     date: str
     by_code: dict[str, list[dict[str, Any]]]   # code sha256 -> nbformat outputs
     cpu_threads: int | None = None
+    gpu_count: int | None = None   # shown where several: a command run on several GPUs
 
     def outputs_of(self, source: str) -> list[dict[str, Any]] | None:
         """The outputs of the cell whose code is `source` now; None where that code never ran."""
@@ -285,13 +286,208 @@ def under_blocks(markdown: str, root: Path, recorded: Recorded | None) -> str:
 def title(recorded: Recorded) -> str:
     """The box's title: the GPU, the conditions it ran in, the software and the date."""
     threads = f", {recorded.cpu_threads} CPU threads" if recorded.cpu_threads else ""
-    return (f"What this printed on {recorded.gpu} (the GPU to itself{threads}; "
+    several = (recorded.gpu_count or 1) > 1
+    gpu = f"{recorded.gpu_count} × {recorded.gpu}" if several else recorded.gpu
+    return (f"What this printed on {gpu} (the GPU{'s' if several else ''} to itself{threads}; "
             f"PyTorch {recorded.torch}, {recorded.date[:10]})")
+
+
+# A fixed-width table as PyTorch's profiler prints it (`key_averages().table()`): a rule of
+# dash runs, the header, the same rule, rows, the rule again. At about 240 columns it is
+# unreadable wrapped and too wide for the column, so the box shows it as a table (which scrolls
+# inside its own frame) and the lines around it as text.
+RULE = re.compile(r"^-{4,}(?:  -{4,})+\s*$")
+
+
+def pieces(text: str) -> list[tuple[str, list[str]]]:
+    """`text` cut into ("text", lines) and ("table", lines of one fixed-width table)."""
+    lines = text.split("\n")
+    found: list[tuple[str, list[str]]] = []
+    i = start = 0
+    while i < len(lines):
+        if (RULE.match(lines[i]) and i + 2 < len(lines) and lines[i + 2] == lines[i]
+                and (end := next((j for j in range(i + 3, len(lines)) if lines[j] == lines[i]),
+                                 None)) is not None):
+            if start < i:
+                found.append(("text", lines[start:i]))
+            found.append(("table", lines[i:end + 1]))
+            i = start = end + 1
+        else:
+            i += 1
+    if start < len(lines):
+        found.append(("text", lines[start:]))
+    return [(kind, part) for kind, part in found if any(line.strip() for line in part)]
+
+
+def as_markdown_table(table: list[str]) -> list[str]:
+    """A profiler-style fixed-width table (rule, header, rule, rows, rule) as a Markdown table:
+    the columns are where the rule's dash runs are."""
+    spans = [m.span() for m in re.finditer(r"-+", table[0])]
+
+    def cells(line: str) -> list[str]:
+        row = [line[a:b + 2 if n + 1 < len(spans) else len(line)].strip()
+               for n, (a, b) in enumerate(spans)]
+        name, *numbers = [cell.replace("|", "\\|") for cell in row]
+        # an operator or kernel name holds *, _ and <...>: code font shows it as printed
+        return [f"`{name}`" if name else " ", *[n.replace("<", "&lt;") or " " for n in numbers]]
+
+    header = [cell.strip("`") for cell in cells(table[1])]
+    rows = [cells(line) for line in table[3:-1]]
+    align = ["---"] + ["--:"] * (len(spans) - 1)  # names left, numbers right
+    return ["| " + " | ".join(row) + " |" for row in (header, align, *rows)]
 
 
 def _box(text: str, indent: str, recorded: Recorded) -> list[str]:
     opener = "???" if text.count("\n") + 1 > SHOWN_OPEN else "???+"
     ticks = "`" * max(3, max((len(m) for m in re.findall(r"`{3,}", text)), default=0) + 1)
     inner = indent + "    "
-    return ["", f'{indent}{opener} output "{title(recorded)}"', "", f"{inner}{ticks}text",
-            *[f"{inner}{line}" if line else "" for line in text.split("\n")], f"{inner}{ticks}", ""]
+    body: list[str] = []
+    for kind, part in pieces(text):
+        if kind == "table":
+            body += ["", *[f"{inner}{row}" for row in as_markdown_table(part)], ""]
+        else:
+            body += [f"{inner}{ticks}text", *[f"{inner}{line}" if line else "" for line in part],
+                     f"{inner}{ticks}"]
+    return ["", f'{indent}{opener} output "{title(recorded)}"', "", *body, ""]
+
+
+# --- What a shell command printed (fieldguide/record_commands.py records it) ----------------------
+#
+# A bash block that names its files and GPUs right after its closing fence,
+#
+#     ```bash title="on one machine"
+#     torchrun --standalone --nproc-per-node 2 train.py --epochs 3
+#     ```
+#
+#     <!-- command-output: gpus=2 train.py=snippets/several_gpus/ddp_with_torchrun.py -->
+#
+# is run by `python3 -m fieldguide.record_commands` in a folder holding those files under those
+# names, on a machine with at least that many GPUs, and its output is kept in
+# outputs/<machine>/<chapter>/<page>.commands.json, keyed by the block's text and the files'
+# bytes: a changed command or file shows nothing until it is recorded again.
+
+DECLARATION = re.compile(r"^(?P<indent>[ \t]*)<!--\s*command-output:(?P<args>[^>]*?)-->\s*$")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One declared block: its text, the GPUs it needs and its files (name -> repository path)."""
+
+    page: str
+    block: str
+    gpus: int
+    files: dict[str, str]
+    key: str
+
+
+def commands_path(page: str) -> str:
+    """'several-gpus/ddp.md' (relative to docs/) -> 'several-gpus/ddp.commands.json'."""
+    return posixpath.splitext(page)[0] + ".commands.json"
+
+
+def command_key(block: str, files: dict[str, str], root: Path = ROOT) -> str:
+    """The block's text, and each file's name and bytes."""
+    digest = hashlib.sha256(block.strip().encode())
+    for name, path in sorted(files.items()):
+        digest.update(b"\0" + name.encode() + b"\0" + (Path(root) / path).read_bytes())
+    return digest.hexdigest()
+
+
+def commands(markdown: str, page: str, root: Path = ROOT) -> list[tuple[int, Command]]:
+    """Each declaration of `page` with the index of its line: the block above it (blank lines
+    between them allowed) and what it declares. ValueError, naming the page, for a declaration
+    under no block, a bad argument or a file that does not exist."""
+    lines = markdown.split("\n")
+    fence_re = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})")
+    found: list[tuple[int, Command]] = []
+    block: str | None = None   # the last block closed, while only blank lines follow it
+    i = 0
+    while i < len(lines):
+        fence = fence_re.match(lines[i])
+        if fence:
+            end = i + 1
+            while end < len(lines) and not lines[end].strip().startswith(fence["fence"]):
+                end += 1
+            indent = len(fence["indent"])
+            block = "\n".join(line[indent:] for line in lines[i + 1:end])
+            i = end + 1
+            continue
+        declared = DECLARATION.match(lines[i])
+        if declared:
+            if block is None:
+                raise ValueError(f"docs/{page}, line {i + 1}: a command-output declaration "
+                                 "stands under no code block")
+            found.append((i, _declared(page, block, declared["args"], root, i + 1)))
+        elif lines[i].strip():
+            block = None
+        i += 1
+    return found
+
+
+def _declared(page: str, block: str, args: str, root: Path, line: int) -> Command:
+    where = f"docs/{page}, line {line}"
+    gpus, files = 1, {}
+    for arg in args.split():
+        name, sep, value = arg.partition("=")
+        if not sep or not name or not value:
+            raise ValueError(f"{where}: command-output takes gpus=N and NAME=PATH, not {arg!r}")
+        if name == "gpus":
+            if not value.isdigit():
+                raise ValueError(f"{where}: gpus={value} is not a number of GPUs")
+            gpus = int(value)
+        elif not (Path(root) / value).is_file():
+            raise ValueError(f"{where}: command-output declares {name}={value}, and {value} "
+                             "does not exist in the repository")
+        else:
+            files[name] = value
+    return Command(page, block, gpus, files, command_key(block, files, root))
+
+
+def load_commands(page: str, root: Path = ROOT) -> dict[str, tuple[Recorded, dict[str, Any]]]:
+    """The commands of `page` recorded alone on any machine (outputs/<machine>/): key ->
+    (the machine's record, the command's entry); the site's GPU first, then by folder name."""
+    folder = Path(root) / OUTPUTS
+    slugs = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    found: dict[str, tuple[Recorded, dict[str, Any]]] = {}
+    for slug in dict.fromkeys([s for s in (site_gpu(root),) if s in slugs] + slugs):
+        path = folder / slug / commands_path(page)
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("alone") is not True:
+                continue
+            for entry in data["commands"]:
+                machine = Recorded(slug, data["gpu"], entry.get("torch", data["torch"]),
+                                   entry.get("date", data["date"]), {}, data.get("cpu_threads"),
+                                   data.get("gpu_count"))
+                found.setdefault(entry["key"], (machine, entry))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a recorded-commands file ({exc}); record it again "
+                             "with `python3 -m fieldguide.record_commands`") from exc
+    return found
+
+
+def command_text(entry: dict[str, Any]) -> str:
+    """What a reader sees: stdout; where the command failed, stderr and its exit code too."""
+    text = entry.get("stdout", "")
+    if entry.get("returncode") != 0:
+        text = text.rstrip("\n") + "\n" + entry.get("stderr", "").rstrip("\n")
+        text = text.strip("\n") + f"\n(the command failed: exit code {entry.get('returncode')})"
+    return ANSI.sub("", text).strip("\n")
+
+
+def under_commands(markdown: str, page: str, root: Path = ROOT) -> str:
+    """`markdown` with each command-output declaration replaced by what its block printed where
+    it was recorded as it is now, or by nothing."""
+    declared = commands(markdown, page, root)
+    if not declared:
+        return markdown
+    recorded = load_commands(page, root)
+    lines = markdown.split("\n")
+    for index, command in reversed(declared):
+        indent = DECLARATION.match(lines[index])["indent"]  # type: ignore[index]
+        found = recorded.get(command.key)
+        text = command_text(found[1]) if found else ""
+        lines[index:index + 1] = _box(text, indent, found[0])[1:] if text else []
+    return "\n".join(lines)

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from fieldguide import ROOT
-from fieldguide.snippets import gpus_needed, sections
+from fieldguide.snippets import _MARKER, gpus_needed, sections
 
 INCLUDE = re.compile(r'^(?P<indent>\s*)--8<--\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$', re.M)
 TITLE = re.compile(r"^#\s+(?P<title>.+?)\s*#*\s*$", re.M)
@@ -37,10 +37,13 @@ def title(markdown: str, fallback: str = "") -> str:
 
 
 def included_code(root: Path, path: str, section: str | None) -> str:
-    """What an include shows: the named section, dedented, or the whole file."""
+    """What an include shows: the named section, dedented, or the whole file (without its
+    section markers, which pymdownx.snippets leaves out of a whole file too)."""
     source = Path(root) / path
     if section is None:
-        return source.read_text(encoding="utf-8").strip("\n")
+        text = source.read_text(encoding="utf-8")
+        return "\n".join(line for line in text.split("\n")
+                         if not _MARKER.match(line)).strip("\n")
     return sections(source)[section]
 
 

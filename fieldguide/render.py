@@ -187,6 +187,10 @@ class _Render(Preprocessor):
         problems += state.notebook_problems.get(ctx.src_uri, [])
         if ctx.src_uri == "index.md":  # notebooks without a page belong to no page: the home page says so
             problems += state.notebook_problems.get("", [])
+        try:  # any page: what its declared shell commands printed where they were recorded
+            markdown = outputs.under_commands(markdown, ctx.src_uri, ctx.root)
+        except ValueError as exc:
+            problems.append(str(exc))
         if notebooks.has_notebook(markdown):
             markdown = outputs.under_blocks(markdown, ctx.root, outputs.load_any(ctx.src_uri, ctx.root))
             if isinstance(state.repo, str):

@@ -9,6 +9,8 @@
     <!-- timing-timeline: NAME [title="..."] [gpu=SLUG] -->   (draws extra["timeline"])
     <!-- timing-roofline: COPY PEAK[,PEAK...] points=GLOB[,GLOB...] [series=FIELD] [title=...] -->
     <!-- timing-memory: NAME [title="..."] -->   (draws extra["memory_timeline"])
+    <!-- timing-waterfall: NAME NAME ... [y=FIELD] [xlabel="..."] [title="..."] [gpu=SLUG] -->
+                       (each change's share of the gain in a time, first to last)
     <!-- timing-bound: CLAIM [FORMAT] -->   (a bound from CLAIMS in the page's tests)
     <!-- timing-queue: LAUNCH_BENCH WAIT_BENCH -->   (the host queue ahead of the GPU, one run)
     <!-- timing-diagram: NAME -->   (a schematic of DIAGRAMS in fieldguide/diagrams.py)
@@ -641,6 +643,7 @@ RENDERERS: dict[str, Callable[[Shortcode, Build, Page], str]] = {
     "chart": in_gpu_tabs(_figure("figures", "render_chart")),
     "timeline": _figure("figures", "render_timeline"),
     "roofline": _figure("figures", "render_roofline"), "memory": _figure("memory_chart", "render_memory"),
+    "waterfall": in_gpu_tabs(_figure("figures", "render_waterfall")),
     "queue": _figure("diagrams", "render_queue"), "diagram": _figure("diagrams", "render_diagram"),
 }
 # The one list of shortcode kinds: the guard's message, the notebooks' filter, the contributing

@@ -344,11 +344,13 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
         bench_dir: Path = BENCH_DIR, stale: bool = False,
         deadline: float | None = None, wanted: bool = False,
         keep_going: bool = False) -> Path | None:
-    """Measure and write one run. With `deadline` (seconds from the start of measuring), no module
-    but the first starts after it: the modules measured by then are written as a partial run and the rest are
+    """Measure and write one run. With `deadline` (seconds from this call's start, collection
+    included, so a caller's time budget holds however long collecting took), no module but the
+    first starts after it: the modules measured by then are written as a partial run and the rest are
     named, so a run that a time limit would kill keeps what it measured. With `keep_going`, a
     module that fails costs its own measurements alone: the others are written as a partial run,
     the failures are named, and the caller is told by TimingRunError after the write."""
+    called = time.perf_counter()  # the deadline counts from here: collecting took 20-30 s on a GPU
     stale = stale or wanted
     gpus = 0 if list_only and not stale else _cuda_device_count()
     with tempfile.TemporaryDirectory() as tmp:
@@ -373,6 +375,8 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
                 raise TimingRunError("--wanted counts machine leases by their boot_id, and this "
                                      "machine records none (/proc/sys/kernel/random/boot_id): "
                                      "use --stale or --only here")
+            if only:  # --only beside --stale/--wanted narrows what they pick: a round's plan
+                codes = {n: code for n, code in codes.items() if any(matches(p, n) for p in only)}
             try:
                 only = (wanted_here(folder, codes, listing["fingerprint"].get("boot_id")) if wanted
                         else stale_or_new(folder, codes))
@@ -413,7 +417,7 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
         started = time.perf_counter()
         selected, problems, documents, cut = [], {}, [], []
         for number, module in enumerate(modules):
-            if deadline is not None and number and time.perf_counter() - started > deadline:
+            if deadline is not None and number and time.perf_counter() - called > deadline:
                 cut = modules[number:]
                 break
             state, bench_json = _in_child(tmp, f"module{number}", [module], only, gpus, measure=True)
@@ -476,7 +480,8 @@ def run(only: list[str] | None, out_dir: Path, list_only: bool = False,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make timings", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="NAME",
-                        help="benchmark names to re-measure; `*` matches anything ('pinned_memory.*')")
+                        help="benchmark names to re-measure; `*` matches anything ('pinned_memory.*'); "
+                             "with --stale or --wanted, what they may pick from")
     parser.add_argument("--out", type=Path, default=TIMINGS_DIR, help="directory of timings files")
     parser.add_argument("--list", action="store_true", help="list benchmark names and exit")
     parser.add_argument("--stale", action="store_true",
@@ -489,8 +494,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a failing module costs only its own measurements: write the others "
                              "as a partial run, name the failures, exit 2")
     parser.add_argument("--deadline", type=float, metavar="SECONDS",
-                        help="start no benchmark module after this many seconds; write what was "
-                             "measured by then as a partial run")
+                        help="start no benchmark module after this many seconds from the command's "
+                             "start (collection included); write what was measured by then as a "
+                             "partial run")
     # Internal: one child process of the run (see _in_child).
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--gpus", type=int, default=0, help=argparse.SUPPRESS)
@@ -501,8 +507,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         _measure(args.targets, args.only, args.gpus, args.bench_json, args.child, keys=args.keys)
         return 0
-    if (args.stale or args.wanted) and args.only:
-        parser.error("--stale and --wanted pick the benchmarks themselves: give them without --only")
     try:
         run(args.only, args.out, list_only=args.list, stale=args.stale, deadline=args.deadline,
             wanted=args.wanted, keep_going=args.keep_going)

@@ -1,5 +1,6 @@
-"""Attention four ways: written out and compiled by torch.compile, against the fused kernels
-of scaled_dot_product_attention (flash, memory-efficient) and FlexAttention.
+"""Attention written out and compiled by torch.compile (as Inductor rewrites it, and
+with its rewrites off), against the fused kernels of scaled_dot_product_attention
+(flash, memory-efficient, cuDNN) and FlexAttention.
 
 Run it anywhere: python -m snippets.compilers.custom_kernels_attention
 (on a CPU: small shapes in float32, the flash backend and FlexAttention's CPU kernel; Inductor
@@ -22,9 +23,30 @@ def naive_attention(q, k, v):
     return torch.softmax(scores, dim=-1) @ v
 
 
-# One graph per sequence length: the compiled kernels fit each shape.
+# One graph per sequence length: the compiled kernels fit each shape. Inductor's
+# pattern matcher knows this formula and rewrites it into a fused attention call.
 compiled_attention = torch.compile(naive_attention, dynamic=False)
+# With its pattern rewrites off, Inductor compiles the operations as written.
+unfused_attention = torch.compile(naive_attention, dynamic=False,
+                                  options={"pattern_matcher": False})
 # --8<-- [end:naive]
+
+
+# --8<-- [start:rewrite]
+import re
+
+from torch._inductor.utils import run_and_get_code
+
+
+def calls_in_generated_code(fn, *args):
+    """What the code Inductor writes for fn(*args) calls, in order: library operators
+    (aten.*, extern_kernels.*) and the kernels it generated (triton_*, cpp_*)."""
+    torch.compiler.reset()                          # compile afresh, for these inputs
+    _, modules = run_and_get_code(fn, *args)
+    calls = re.findall(r"(aten\.\w+|extern_kernels\.\w+|\b(?:triton|cpp)_\w+_\d+)"
+                       r"(?=\.default|\.run\(|\()", "\n".join(modules))
+    return list(dict.fromkeys(calls))               # each once, first call first
+# --8<-- [end:rewrite]
 
 
 # --8<-- [start:fused]
@@ -32,7 +54,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import flex_attention
 
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION,
-            "efficient": SDPBackend.EFFICIENT_ATTENTION}   # CUDA only
+            "efficient": SDPBackend.EFFICIENT_ATTENTION,   # CUDA only
+            "cudnn": SDPBackend.CUDNN_ATTENTION}           # CUDA only
 
 
 def sdpa(q, k, v, backend="flash"):
@@ -67,10 +90,11 @@ def peak_memory(fn, *args):
 
 def implementations():
     """{name: function of (q, k, v)} of what runs on this device."""
-    impls = {"compiled": compiled_attention, "flex": compiled_flex,
-             "flash": lambda q, k, v: sdpa(q, k, v, "flash")}
+    impls = {"compiled": compiled_attention, "unfused": unfused_attention,
+             "flex": compiled_flex, "flash": lambda q, k, v: sdpa(q, k, v, "flash")}
     if device.type == "cuda":
-        impls["efficient"] = lambda q, k, v: sdpa(q, k, v, "efficient")
+        for backend in ("efficient", "cudnn"):
+            impls[backend] = lambda q, k, v, b=backend: sdpa(q, k, v, b)
     return impls
 # --8<-- [end:inputs]
 
@@ -83,6 +107,9 @@ if __name__ == "__main__":
     else:
         q, k, v = attention_inputs(256, batch=2, heads=2, dtype=torch.float32)
         tolerance = {"atol": 1e-5, "rtol": 1e-4}
+    for name in ("compiled", "unfused"):
+        calls = calls_in_generated_code(implementations()[name], q, k, v)
+        print(f"{name} calls: {', '.join(calls)}")
     expected = naive_attention(q, k, v)
     for name, fn in implementations().items():
         torch.testing.assert_close(fn(q, k, v), expected, **tolerance)

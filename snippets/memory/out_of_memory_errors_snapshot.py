@@ -18,19 +18,21 @@ device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device(
 def run_or_dump(step, path="oom_snapshot.pickle", max_entries=100_000):
     """Run `step()` while the CUDA allocator records its history (the last
     `max_entries` events, each with its Python stack). If the step runs out of memory,
-    write a snapshot to `path`, then raise the error again."""
-    recording = device.type == "cuda"
-    if recording:
+    write a snapshot to `path`, then raise the error again. A recording the caller
+    started is used as it is, and left on."""
+    cuda = device.type == "cuda"
+    ours = cuda and not torch._C._cuda_isHistoryEnabled()  # not recording yet
+    if ours:
         torch.cuda.memory._record_memory_history(max_entries=max_entries)
     try:
         return step()
     except torch.OutOfMemoryError:
-        if recording:  # still inside the except block: nothing is freed yet
+        if cuda:  # still inside the except block: nothing is freed yet
             torch.cuda.memory._dump_snapshot(path)
         raise
     finally:
-        if recording:
-            torch.cuda.memory._record_memory_history(enabled=None)  # stop recording
+        if ours:  # stop only the recording this call started
+            torch.cuda.memory._record_memory_history(enabled=None)
 # --8<-- [end:snapshot]
 
 

@@ -276,10 +276,12 @@ def compiled_under_autocast(dtype=torch.bfloat16):
     """The autocast section's layer, compiled, called inside and outside autocast:
     the compiler traces the region with the autocast state in force at the call."""
     compiled = torch.compile(layer)
-    with torch.autocast(device.type, dtype=dtype):
-        logits = compiled(x)                     # traced with autocast's rules
-        loss = F.cross_entropy(logits, labels)   # float32, as in eager mode
-    loss.backward()                              # outside autocast, as always
+    # the backward pass is built at the first call: say that it runs outside autocast
+    with torch._functorch.config.patch(backward_pass_autocast="off"):
+        with torch.autocast(device.type, dtype=dtype):
+            logits = compiled(x)                     # traced with autocast's rules
+            loss = F.cross_entropy(logits, labels)   # float32, as in eager mode
+    loss.backward()                                  # outside autocast, as always
     plain = compiled(x)  # autocast is off now: a new trace, in float32
     return logits.dtype, loss.dtype, plain.dtype
 # --8<-- [end:compiled]

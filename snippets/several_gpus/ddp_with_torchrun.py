@@ -1,15 +1,15 @@
-"""A complete DistributedDataParallel training script, started by torchrun: one process per GPU.
+"""train.py: a complete DistributedDataParallel training script, one process per GPU.
 
 Run it:
-    python -m snippets.several_gpus.ddp_with_torchrun          # one process, a group of one
-    torchrun --standalone --nproc-per-node 2 snippets/several_gpus/ddp_with_torchrun.py \
-        --epochs 3 --checkpoint ckpt.pt
+    python train.py                                  # one process, a group of one
+    torchrun --standalone --nproc-per-node gpu train.py --epochs 3 --checkpoint ckpt.pt
 
-Each process uses one GPU and NCCL where the machine has a GPU for every process, and the CPU
-with gloo otherwise, so the same file trains on two GPUs and in CI on two CPU processes.
+Each process uses one GPU and NCCL where the machine has a GPU for every process, and
+the CPU with gloo otherwise: the same file trains on two GPUs and on two CPU processes.
+(In this repository: python -m snippets.several_gpus.ddp_with_torchrun.)
 """
 
-GPUS_NEEDED = 0  # one GPU per process where there are enough; gloo on CPU processes otherwise
+GPUS_NEEDED = 0  # a GPU per process where there are enough; else gloo on the CPU
 
 # --8<-- [start:setup]
 import os

@@ -116,9 +116,14 @@ def strict_float32():
 def idle_cause(gap, since, call, done, launching):
     """Why the GPU sat idle `gap` µs from `since` until its next work, whose launch
     call on the host is `call`: Holistic Trace Analysis' split (host wait, kernel
-    wait, other), the host wait told apart by what the host row shows."""
+    wait, other), the host wait told apart by what the host row shows, and a launch
+    call still running when the GPU ran dry taken out of other."""
     if call is None or call["ts"] <= since:  # launched before the GPU ran dry
-        return "kernel wait" if gap < KERNEL_WAIT_US else "other"
+        if gap < KERNEL_WAIT_US:
+            return "kernel wait"
+        if call is not None and call["ts"] + call["dur"] > since:
+            return "launch"  # the launch call was still running when the GPU ran dry
+        return "other"
     start, end = since, call["ts"]  # the host launched late: what did it do?
     spans = sorted((max(start, e["ts"]), min(end, e["ts"] + e["dur"])) for e in done
                    if e.get("cat") in ("cpu_op", "user_annotation")
@@ -232,16 +237,22 @@ def where_to_look(s, min_share=MIN_SHARE):
 
 
 if __name__ == "__main__":
+    # --8<-- [start:use]
+    # with slow_training.py beside your script:
+    # from slow_training import take_trace, read_trace, where_to_look
+    print(take_trace("trace.json", lambda: train_step(*batch())))  # your step here
+    symptoms = read_trace("trace.json")
+    for share, branch in where_to_look(symptoms):
+        print("Look at:", branch, "(share unknown: no GPU in the trace)"
+              if share is None else f"({share:.0%} of the step)")
+    # --8<-- [end:use]
+
     # --8<-- [start:main]
-    print(take_trace("trace.json", lambda: train_step(*batch())))
-    s = read_trace("trace.json")
+    s = symptoms
     print(f"{s.kernels} kernels, {s.tiny_kernels} under {TINY_US} µs; "
           f"{s.fp32_products} of {s.products} products in strict float32")
     if s.kernels:
         print(f"GPU idle {s.gpu_idle_share:.0%} of the recorded steps:", ", ".join(
             f"{cause} {us / s.span_us:.0%}" for cause, us in s.idle_us.items()))
         print("longest gaps (µs):", [round(g) for g in s.longest_gaps_us])
-    for share, branch in where_to_look(s):
-        print("Look at:", branch, "(share unknown: no GPU in the trace)"
-              if share is None else f"({share:.0%} of the step)")
     # --8<-- [end:main]

@@ -395,6 +395,188 @@ def test_each_ddp_gpu_peaks_above_one_gpu_without_ddp(measured):
             assert min(gpu0, gpu1) > run.value(one, "peak_gpu0_gib"), (str(run), batch)
 
 
+# --- The kit: the whole train.py, its diff, the smoke test, bytes per GPU ----------------------
+
+SINGLE = ROOT / "snippets/several_gpus/ddp_with_torchrun_single.py"
+SMOKE = ROOT / "snippets/several_gpus/ddp_with_torchrun_smoke.py"
+RAW = "https://raw.githubusercontent.com/gpu-field-guide/gpu-field-guide/main/"
+BLOCK = re.compile(r'^(?P<indent>[ \t]*)```(?P<lang>\w+) title="(?P<title>[^"]+)"\n'
+                   r'(?P<body>.*?)^(?P=indent)```[ \t]*$', re.M | re.S)
+
+
+def page_block(title):
+    """The body of the page's code block with this title, dedented (it may sit in a box)."""
+    for m in BLOCK.finditer(PAGE.read_text(encoding="utf-8")):
+        if m["title"] == title:
+            return "\n".join(line[len(m["indent"]):] for line in m["body"].splitlines())
+    raise AssertionError(f"no code block titled {title!r} on {PAGE.name}")
+
+
+def as_shown(path):
+    """A script as the page shows it whole and a reader downloads it: the file, less
+    the section markers (pymdownx.snippets leaves them out of a whole file)."""
+    from fieldguide.pages import included_code
+
+    return included_code(ROOT, path.relative_to(ROOT).as_posix(), None).splitlines()
+
+
+def script_diff():
+    """`diff -u train_single.py train.py`, made from the two files."""
+    import difflib
+
+    return "\n".join(difflib.unified_diff(as_shown(SINGLE), as_shown(SCRIPT), "train_single.py",
+                                          "train.py", lineterm=""))
+
+
+DIFF_TITLE = "diff -u train_single.py train.py"
+
+
+def write_diff():
+    """Write script_diff() into the page's diff block (after changing either script):
+    python -c 'from tests.pages.test_ddp_with_torchrun import write_diff; write_diff()'"""
+    text = PAGE.read_text(encoding="utf-8")
+    for m in BLOCK.finditer(text):
+        if m["title"] == DIFF_TITLE:
+            body = "".join(f"{m['indent']}{line}\n" if line else "\n"
+                           for line in script_diff().splitlines())
+            PAGE.write_text(text[:m.start("body")] + body + text[m.end("body"):],
+                            encoding="utf-8")
+            return
+    raise AssertionError(f"no code block titled {DIFF_TITLE!r} on {PAGE.name}")
+
+
+def test_the_diff_on_the_page_is_made_from_the_two_scripts():
+    assert page_block(DIFF_TITLE) == script_diff(), (
+        "the page's diff is stale: python -c 'from tests.pages.test_ddp_with_torchrun "
+        "import write_diff; write_diff()'")
+
+
+def test_the_whole_scripts_are_the_tested_files_with_their_downloads():
+    text = PAGE.read_text(encoding="utf-8")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
+    tracked = set(listed.stdout.split("\0")) - {""} if listed.returncode == 0 else set()
+    for path in (SCRIPT, SINGLE, SMOKE):
+        relpath = path.relative_to(ROOT).as_posix()
+        assert f"({RAW}{relpath})" in text, f"no download link to {relpath}"
+        # the link opens the file on GitHub's main branch: it must be committed
+        assert not tracked or relpath in tracked, f"git add {relpath}: the link would be dead"
+    whole = re.search(r'^\?\?\? example "[^"]*train\.py[^"]*"\n\n    ```python[^\n]*\n'
+                      r'    --8<-- "snippets/several_gpus/ddp_with_torchrun\.py"\n', text, re.M)
+    assert whole, "the whole train.py, one collapsed block"
+
+
+def test_the_single_gpu_script_trains_and_resumes(tmp_path):
+    shutil.copy(SINGLE, tmp_path / "train_single.py")
+    from tests.helpers import STRICT_WARNINGS
+
+    def run():
+        return subprocess.run([sys.executable, *STRICT_WARNINGS, "train_single.py", "--epochs",
+                               "3", "--checkpoint", "ckpt.pt"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=TIMEOUT)
+    first = run()
+    assert first.returncode == 0, first.stderr[-3000:]
+    found = losses(first.stdout)
+    assert len(found) == 3 and found[-1] < found[0], first.stdout
+    again = run()
+    assert again.returncode == 0 and "resumed from ckpt.pt at epoch 3" in again.stdout
+
+
+def run_smoke_test(workdir, title, gpus_here):
+    """The page's smoke-test command in a folder holding the module as smoke_test.py; where
+    the machine has fewer GPUs than processes, two CPU processes (`--nproc-per-node gpu`
+    needs CUDA)."""
+    command = page_command(title)
+    if gpus_here < 2:
+        command = command.replace("--nproc-per-node gpu", "--nproc-per-node 2")
+    shutil.copy(SMOKE, workdir / "smoke_test.py")
+    bin_dir = workdir / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    launcher = bin_dir / "torchrun"
+    launcher.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m torch.distributed.run "$@"\n')
+    launcher.chmod(0o755)
+    env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
+    return subprocess.run(["bash", "-c", command], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_the_smoke_test_sums_on_every_rank_and_each_says_so(tmp_path):
+    import torch
+
+    gpus = torch.cuda.device_count()
+    result = run_smoke_test(tmp_path, "the smoke test", gpus)
+    assert result.returncode == 0, result.stderr[-3000:]
+    world = gpus if gpus >= 2 else 2
+    lines = sorted(line for line in result.stdout.splitlines() if line.startswith("rank "))
+    assert [line.split()[1] for line in lines] == [str(r) for r in range(world)], result.stdout
+    expected = world * (world + 1) // 2
+    backend = "nccl" if gpus >= 2 else "gloo"
+    assert all(f"of {world} on " in line and f"{backend}: all_reduce gave {expected}, "
+               f"expected {expected}" in line for line in lines), lines
+
+
+@pytest.mark.gpus(2)
+def test_with_nccl_debug_the_smoke_test_prints_what_nccl_found(tmp_path):
+    import torch
+
+    result = run_smoke_test(tmp_path, "when it fails or hangs", torch.cuda.device_count())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "NCCL INFO" in result.stdout + result.stderr
+
+
+def test_the_smoke_test_fails_when_the_sum_is_wrong(monkeypatch):
+    """A wrong sum is an exit status, not just a line: the function answers False."""
+    import torch.distributed as dist
+
+    from snippets.several_gpus import ddp_with_torchrun_smoke as smoke
+
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor: tensor.add_(1))
+    assert smoke.smoke_test() is False
+
+
+MEMORY = pytest.mark.snippet("snippets/several_gpus/ddp_with_torchrun_memory.py")
+
+
+@MEMORY
+def test_bytes_per_gpu_are_what_one_adamw_step_keeps():
+    """The DDP column's parameters, gradients and moments are what the script's model and
+    AdamW hold after a step (counted from the tensors), and its buckets one more copy of
+    the gradients; FSDP2's are those divided by the number of GPUs."""
+    import torch
+
+    from snippets.several_gpus import ddp_with_torchrun as ddp
+    from snippets.several_gpus.ddp_with_torchrun_memory import bytes_per_gpu
+
+    torch.manual_seed(0)
+    model = ddp.make_model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = ddp.make_dataset(n=16).tensors
+    ddp.forward_backward(model, x, y)
+    optimizer.step()
+
+    def size(tensors):
+        return sum(t.numel() * t.element_size() for t in tensors)
+    moments = [t for s in optimizer.state.values() for t in s.values() if t.dim() > 0]
+    held = {"parameters": size(model.parameters()),
+            "gradients": size(p.grad for p in model.parameters()),
+            "AdamW's two moments": size(moments)}
+    for gpus in (2, 8):
+        in_ddp, in_fsdp2 = bytes_per_gpu(model, gpus)
+        assert {k: in_ddp[k] for k in held} == held
+        assert in_ddp["DDP's gradient buckets"] == held["gradients"]
+        assert in_fsdp2 == {k: v / gpus for k, v in held.items()}
+
+
+def test_fsdp2_shards_hold_the_bytes_the_page_counts(ranks):
+    """On two processes, FSDP2 shards of the script's model and their AdamW state, after a
+    step, add up over the ranks to the whole, each rank about half (the page's 1/gpus)."""
+    held = [r["fsdp2_held"] for r in ranks]
+    expected = ranks[0]["fsdp2_expected"]  # bytes_per_gpu(make_model(), 2)[1]
+    for part, per_gpu in expected.items():
+        assert sum(h[part] for h in held) == 2 * per_gpu, (part, held)
+        assert all(abs(h[part] - per_gpu) <= 0.01 * per_gpu for h in held), (part, held)
+
+
 # --- The worker ----------------------------------------------------------------------------------
 
 def _flat_grads(model):
@@ -561,6 +743,20 @@ def rank_checks(out_dir):
     seen["next_epoch"] = ddp.load_checkpoint(path, model, fresh, device)
     seen["digest_after_load"] = _digest(model.module)
     seen["optimizer_steps_loaded"] = int(next(iter(fresh.state.values()))["step"])
+
+    # FSDP2: the script's model sharded over the ranks, after one AdamW step
+    from snippets.several_gpus import fsdp2
+    from snippets.several_gpus.ddp_with_torchrun_memory import bytes_per_gpu
+
+    torch.manual_seed(0)
+    sharded = fsdp2.shard(ddp.make_model().to(device), device)
+    optimizer = torch.optim.AdamW(sharded.parameters(), lr=1e-3)
+    ddp.forward_backward(sharded, *(t[:8].to(device) for t in data.tensors))
+    optimizer.step()
+    held = fsdp2.held_by_this_rank(sharded, optimizer)
+    seen["fsdp2_held"] = {"parameters": held["parameters"], "gradients": held["gradients"],
+                          "AdamW's two moments": held["optimizer state"]}
+    seen["fsdp2_expected"] = bytes_per_gpu(ddp.make_model(), world)[1]
 
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(seen, f)

@@ -8,7 +8,10 @@ are checked against every recorded run.
 
 import pytest
 import torch
+import torch._functorch.config
 import torch.nn.functional as F
+
+from fieldguide import ROOT
 
 pytestmark = pytest.mark.snippet("snippets/precision/mixed_precision_training.py")
 
@@ -154,8 +157,13 @@ def test_checkpoint_restores_the_scalers_state(snippet, batch, tmp_path):
 # --- The corner cases: compile, a float32 region, a collapsing scale ----------------------------
 
 def test_a_compiled_layer_follows_the_autocast_in_force_at_each_call(snippet):
+    # The page names the compiler's default that the block overrides, for its first call only.
+    assert torch._functorch.config.backward_pass_autocast == "same_as_forward"
     logits, loss, plain = snippet.compiled_under_autocast()
     assert (logits, loss, plain) == (torch.bfloat16, torch.float32, torch.float32)
+    assert torch._functorch.config.backward_pass_autocast == "same_as_forward"
+    page = (ROOT / "docs/precision/mixed-precision-training.md").read_text(encoding="utf-8")
+    assert 'backward_pass_autocast` is `"same_as_forward"`' in page and 'to `"off"`' in page
 
 
 def test_autocast_off_inside_autocast_needs_its_inputs_cast_by_hand(snippet):

@@ -106,6 +106,42 @@ def test_run_or_dump_returns_what_fits_and_raises_the_error_again(tmp_path):
     assert path.exists() == (snap.device.type == "cuda")  # only CUDA records a history
 
 
+@snapshot_module
+@pytest.mark.parametrize("caller_records", [False, True])
+def test_run_or_dump_leaves_the_callers_recording_as_it_found_it(tmp_path, monkeypatch,
+                                                                 caller_records):
+    # The CUDA calls stood in for on the CPU: run_or_dump starts and stops a recording only
+    # where none ran, and dumps from the caller's own where one did.
+    import torch
+
+    from snippets.memory import out_of_memory_errors_snapshot as snap
+
+    calls, state = [], {"on": caller_records}
+
+    def record(enabled="all", **kwargs):
+        calls.append(enabled)
+        state["on"] = enabled is not None
+
+    monkeypatch.setattr(snap, "device", torch.device("cuda", 0))
+    monkeypatch.setattr(torch._C, "_cuda_isHistoryEnabled", lambda: state["on"],
+                        raising=False)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", record)
+    monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot",
+                        lambda path: calls.append(("dump", state["on"])))
+
+    def fails():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB.")
+
+    assert snap.run_or_dump(lambda: 42, tmp_path / "oom.pickle") == 42
+    with pytest.raises(torch.OutOfMemoryError):
+        snap.run_or_dump(fails, tmp_path / "oom.pickle")
+    assert state["on"] == caller_records
+    if caller_records:
+        assert calls == [("dump", True)]
+    else:
+        assert calls == ["all", None, "all", ("dump", True), None]
+
+
 def test_the_failed_allocation_is_the_last_oom_event_of_the_history(tmp_path):
     import pickle
 
@@ -136,6 +172,23 @@ def test_a_real_out_of_memory_leaves_a_snapshot_ending_at_the_failed_allocation(
                          path)
     asked, device_free = snap.failed_allocation(path)
     assert asked >= 2 * free and 0 < device_free < asked, (asked, device_free, free)
+
+
+@snapshot_module
+@pytest.mark.gpus(1)
+def test_a_recording_the_caller_started_stays_on_after_run_or_dump(tmp_path):
+    import torch
+
+    from snippets.memory import out_of_memory_errors_snapshot as snap
+
+    torch.cuda.memory._record_memory_history(max_entries=1000)
+    try:
+        assert snap.run_or_dump(lambda: torch.ones(4, device="cuda").sum().item(),
+                                tmp_path / "oom.pickle") == 4
+        assert torch._C._cuda_isHistoryEnabled()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    assert not torch._C._cuda_isHistoryEnabled()
 
 
 # --- On a GPU ------------------------------------------------------------------------------------

@@ -185,6 +185,21 @@ def test_idle_time_is_split_by_what_the_host_did_during_each_gap(snippet, tmp_pa
                                         (0.1, snippet.FP32)]  # other: 9 %, below 10 %
 
 
+def test_a_launch_call_still_running_when_the_gpu_ran_dry_is_launch_not_other(
+        snippet, tmp_path):
+    # HTA counts a queued gap over its threshold as other, launch delays included; the
+    # reader gives the gap to launch when the launch call had not returned as the GPU ran
+    # dry (as in every queued gap over KERNEL_WAIT_US of the H200 example traces).
+    slow_call = event("cuda_runtime", "cudaLaunchKernel", 40, 30, correlation=2)
+    events = [event("user_annotation", "ProfilerStep#1", 0, 200),
+              *launched(1, 0, 0, 50),
+              slow_call, {**event("kernel", "k", 75, 10, correlation=2), "pid": 0, "tid": 7},
+              *launched(3, 60, 120, 80)]  # returned at 62, long before the GPU ran dry
+    s = snippet.read_trace(write(tmp_path, events))
+    assert s.idle_us == {"sync": 0, "host work": 0, "launch": 25, "kernel wait": 0,
+                         "other": 35}
+
+
 def test_a_launch_bound_step_is_tiny_kernels_not_waits(snippet, tmp_path):
     # Each 4 µs kernel is launched 20 µs after the one before has ended: the host row
     # between them holds the next operator, which launches; no synchronization, no batch.
@@ -393,3 +408,45 @@ def test_every_branch_links_the_published_pages_with_its_fix():
         for page in pages:
             assert not is_draft(ROOT / "docs" / page), f"{slug} links the draft {page}"
         assert "<!-- timing-" in found[slug], f"{slug} shows no measured gain"
+
+
+# --- The page's few lines, and its drawing of the decision procedure ------------------------
+
+def test_the_few_lines_on_the_page_take_read_and_list_the_branches(snippet, tmp_path,
+                                                                     monkeypatch, capsys):
+    """The `use` section, run as the page shows it (in a folder of its own), prints the
+    summary and one line per branch where_to_look lists; the import its comment names works."""
+    import importlib
+
+    from fieldguide.snippets import sections
+
+    code = sections(ROOT / "snippets/start_here/slow_training.py")["use"]
+    assert len(code.splitlines()) <= 8, "a few lines, not the reader's code"
+    imported = re.search(r"# from slow_training import (.+)", code)[1].split(", ")
+    module = importlib.import_module("snippets.start_here.slow_training")
+    assert all(hasattr(module, name) for name in imported), imported
+    monkeypatch.chdir(tmp_path)
+    exec(code, dict(vars(snippet)))  # noqa: S102 (the page's section, as the notebook runs it)
+    printed = capsys.readouterr().out
+    listed = snippet.where_to_look(snippet.read_trace(tmp_path / "trace.json"))
+    assert listed, "the page's step shows at least one branch"
+    looks = [line for line in printed.splitlines() if line.startswith("Look at: ")]
+    assert [line.split(" (")[0] for line in looks] == [f"Look at: {b}" for _, b in listed]
+
+
+def test_the_drawn_decision_procedure_is_where_to_look_s(snippet):
+    """fieldguide/diagrams.py draws the branches of where_to_look, in its order, each with
+    its causes and where to look; and the busy branch for a trace where none is listed."""
+    from fieldguide.diagrams import DECISION_BUSY, DECISION_ROWS, DIAGRAMS
+
+    def flat(text):
+        return " ".join(text.split())
+
+    branches = [*snippet.BRANCHES.items(), (snippet.FP32, None)]
+    assert len(DECISION_ROWS) == len(branches)
+    for (symptom, where, _), (branch, causes) in zip(DECISION_ROWS, branches, strict=True):
+        assert branch.endswith(": " + flat(where)), (branch, where)
+        if causes:
+            assert flat(symptom).endswith(f"({', '.join(causes)})"), (symptom, causes)
+    assert snippet.BUSY.split(": ", 1)[1] in flat(DECISION_BUSY)
+    assert "MIN_SHARE" in DIAGRAMS["slow-step-decision"].description

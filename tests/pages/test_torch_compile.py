@@ -19,8 +19,8 @@ pytestmark = pytest.mark.snippet("snippets/compilers/torch_compile.py")
 # The page's bounds, used by its prose (timing-bound), the live GPU tests and the measured data.
 CLAIMS = {
     "fusion_speedup": 2.0,       # bias + GELU on 128 MiB: eager time over compiled time
-    "graph_train_speedup": 1.2,  # training step: eager time over reduce-overhead's, at least
-    "graph_over_default": 1.3,   # ...and default's time over reduce-overhead's (same kernels)
+    "graph_train_speedup": 1.1,  # training step: eager time over reduce-overhead's, at least
+    "graph_over_default": 1.2,   # ...and default's time over reduce-overhead's (same kernels)
     "warm_cache_speedup": 1.5,   # first call with an empty cache over one with a filled cache
     "first_call_over_run": 100,  # a cold first call takes at least this many steady calls
 }

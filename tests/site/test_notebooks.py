@@ -101,8 +101,8 @@ def tasks_and_solutions(page) -> tuple[list, list, list]:
 def notebook_order(page) -> list:
     """The includes in the order the notebook holds them: the page's order, but on an exercise
     page the solutions after all the exercises (before the whole script, summary, references)."""
-    if not notebooks.is_workbook(docs_path(page)):
-        return includes(page.read_text(encoding="utf-8"))
+    if not notebooks.is_workbook(docs_path(page)):  # a whole file is shown, not run
+        return [i for i in includes(page.read_text(encoding="utf-8")) if i[1] is not None]
     tasks, solutions, rest = tasks_and_solutions(page)
     return tasks + solutions + rest
 

@@ -26,6 +26,9 @@ from tests.site.test_reader_kit import NAV, NUMBER, text, url_of
 MOST_PROMPTS = 3     # two or three a page: practice, not a quiz between every paragraph
 LEAST_PROMPTS = 2
 TEACHING = [path for _, _, path in NAV if glossary.teaches(path)]
+# Start here teaches no topic of its own (it routes a symptom to the page with its fix), but it
+# asks the reader to predict what a trace shows before reading one: the same rules apply.
+PROMPTED = [*TEACHING, "start-here/slow-training.md"]
 ANY_PREDICT = re.compile(rf"^\s*(?:!!!|\?\?\?\+?)\s+{prompts.KIND}\b.*$", re.M)
 DETAILS = re.compile(rf'<details class="{prompts.KIND}">(?P<inner>.*?)</details>', re.S)
 SUMMARY = re.compile(r"<summary>(?P<question>.*?)</summary>(?P<answer>.*)", re.S)
@@ -44,7 +47,7 @@ def test_teaching_pages_are_the_chapters_pages():
                 "precision/exercises.md"} & set(TEACHING)
 
 
-@pytest.mark.parametrize("path", TEACHING)
+@pytest.mark.parametrize("path", PROMPTED)
 def test_every_teaching_page_asks_two_or_three_predictions(path):
     found = prompts.prompts(text(path))
     assert LEAST_PROMPTS <= len(found) <= MOST_PROMPTS, (
@@ -54,7 +57,7 @@ def test_every_teaching_page_asks_two_or_three_predictions(path):
         f'{path}: write each prompt as ??? {prompts.KIND} "Question?" with its answer indented')
 
 
-@pytest.mark.parametrize("path", TEACHING)
+@pytest.mark.parametrize("path", PROMPTED)
 def test_each_prompt_asks_a_question_and_never_types_its_answer(path):
     for prompt in prompts.prompts(text(path)):
         assert prompt.question.endswith("?"), f"{path}: {prompt.question!r} is not a question"
@@ -115,7 +118,7 @@ def test_a_cell_shows_a_result_when_it_runs_something_that_prints():
     assert not shows_a_result("h()\nX = 3", printing)
 
 
-@pytest.mark.parametrize("path", TEACHING)
+@pytest.mark.parametrize("path", PROMPTED)
 def test_every_prompt_is_a_collapsed_question_with_its_answer_rendered(built_site, path):
     page = (built_site / url_of(path)).read_text(encoding="utf-8")
     rendered = [SUMMARY.search(m["inner"]) for m in DETAILS.finditer(page)]
@@ -231,7 +234,7 @@ def _strict_unless_revised(paths):
             if p in BEING_REVISED else p for p in paths]
 
 
-@pytest.mark.parametrize("path", _strict_unless_revised(TEACHING))
+@pytest.mark.parametrize("path", _strict_unless_revised(PROMPTED))
 def test_each_prompt_is_self_contained_and_sits_above_the_code_that_answers_it(path):
     """Retrieval practice works only while the answer is hidden: a prompt comes before the code
     that produces its number, and no shortcode of that number (a value, a ratio, a table or a
@@ -282,11 +285,19 @@ def test_in_a_notebook_a_prompt_above_the_code_that_answers_it_stays_there():
     assert notebooks._predict_first(cells) == cells
 
 
-NOTEBOOK_PAGES = [path for path in TEACHING if prompts.prompts(text(path))
+NOTEBOOK_PAGES = [path for path in PROMPTED if prompts.prompts(text(path))
                   and (ROOT / notebook_path(path)).exists()]
+# Notebooks with no cell that prints at all: each is a strict expected failure until its page
+# shows a section that runs and prints (a main), as the others' "The whole script" does.
+PRINTS_NOTHING = {
+    "start-here/will-it-fit.md": "its code only defines the estimators; the comparisons with the "
+                                 "runs are drawn by the site, and no cell runs one",
+}
 
 
-@pytest.mark.parametrize("path", NOTEBOOK_PAGES)
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.xfail(reason=PRINTS_NOTHING[p], strict=True))
+    if p in PRINTS_NOTHING else p for p in NOTEBOOK_PAGES])
 def test_in_every_notebook_each_prompt_sits_above_a_cell_that_prints_its_result(path):
     """In the committed notebook (fieldguide/notebooks.py writes it from the page), every prompt
     is right above a code cell that runs and prints, not above one that only defines a

@@ -20,10 +20,11 @@ def run_by_its_notebook(path) -> str | None:
 
     That is: every statement is in a section (fieldguide.snippets.code_outside_sections), or
     imports from another snippet names that the same page's sections of that snippet define
-    before this module's (the notebook defines them there); one page shows every section once,
-    or the whole file (its notebook has those cells in page order: tests/site/test_notebooks.py
-    checks it and runs it); that page needs as many GPUs as the module, so its notebook runs
-    wherever the module would; and the module reads no command line but through
+    before this module's (the notebook defines them there); one page shows every section once
+    (its notebook has those cells in page order: tests/site/test_notebooks.py checks it and
+    runs it; a whole file shown beside them, a script to download, is not run again there);
+    that page needs as many GPUs as the module, so its notebook runs wherever the module
+    would; and the module reads no command line but through
     `parse_known_args`, which ignores the kernel's arguments (so the notebook runs it as
     `python -m` without arguments does); and the page is no exercise page, whose notebook runs
     the solutions after all the exercises, not in page order (fieldguide.notebooks.is_workbook:
@@ -41,8 +42,9 @@ def run_by_its_notebook(path) -> str | None:
             continue
         markdown = page.read_text(encoding="utf-8")
         shown_on_page = page_includes(markdown)
-        shown = [section for p, section in shown_on_page if p == rel(path)]
-        if (shown != [None] and sorted(shown) != sorted(in_order)) \
+        # a whole file beside its sections is a script to download: shown, not run again
+        shown = [section for p, section in shown_on_page if p == rel(path) and section]
+        if sorted(shown) != sorted(in_order) \
                 or gpus_needed_by(ROOT, markdown) != gpus_needed(path):
             continue
         before = shown_on_page[:[p for p, _ in shown_on_page].index(rel(path))]
@@ -75,8 +77,8 @@ def _defined_before(outside: str, before: list[tuple[str, str | None]]) -> bool:
 RUN_BY_A_NOTEBOOK = {rel(p): page for p in SNIPPETS if (page := run_by_its_notebook(p))}
 # Of those, the modules whose page shows their sections in another order than the file's.
 IN_ANOTHER_ORDER = [p for p in SNIPPETS if rel(p) in RUN_BY_A_NOTEBOOK
-                    and [s for path, s in includes(ROOT / RUN_BY_A_NOTEBOOK[rel(p)]) if path == rel(p)]
-                    not in (list(sections(p)), [None])]
+                    and [s for path, s in includes(ROOT / RUN_BY_A_NOTEBOOK[rel(p)])
+                         if path == rel(p) and s] != list(sections(p))]
 
 
 def test_there_are_snippets():

@@ -84,3 +84,29 @@ def test_a_label_is_placed_off_the_data_where_it_can_be(sweep):
     charts.place_clear(ax, text, [(5, 5, "center", "center"), (5, 7, "center", "bottom")])
     assert text.get_position() == (5, 7)
     plt.close(fig)
+
+
+@pytest.fixture
+def chain(tmp_path):
+    """Four steps of 10 rounds each: 40 ms, 30 ms, 32 ms (a change that lost time), 20 ms."""
+    entries = [fake_benchmark(f"benchmarks/bench_t.py::bench_step[{n}]", seconds * 10, ops=10)
+               for n, seconds in enumerate([0.040, 0.030, 0.032, 0.020])]
+    return fake_timings(entries, tmp_path).matching("t.step[*")
+
+
+def test_a_waterfalls_shares_add_up_to_the_whole_gain():
+    shares = charts.waterfall_steps([40.0, 30.0, 32.0, 20.0])
+    assert shares == pytest.approx([0.5, -0.1, 0.6])
+    assert sum(shares) == pytest.approx(1.0)
+    with pytest.raises(charts.TimingError):
+        charts.waterfall_steps([1.0, 1.0])
+
+
+def test_a_waterfall_draws_each_change_with_its_share(chain):
+    names = {b.name: f"step {b.name[-2]}" for b in chain}
+    svgs = charts.waterfall(chain, field="per_op", names=names)
+    assert set(svgs) == {"light", "dark"} and set(svgs["light"]) == {"wide", "narrow"}
+    shown = texts(svgs["light"]["wide"])
+    assert {"50%", "−10%", "60%"} <= {t.strip() for t in shown}  # a loss reads negative
+    assert "step 0" in shown and "after every change" in shown
+    assert any("ms" in t for t in shown)  # the axis in a human unit

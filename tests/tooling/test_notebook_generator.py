@@ -126,6 +126,21 @@ def test_the_notebook_is_the_page_in_order(project):
     assert prose.count("measured numbers") == 1 and "<!--" not in prose and "| Run |" not in prose
 
 
+
+def test_a_whole_file_beside_its_sections_is_shown_not_run_again(project):
+    """A fence of the whole file (a script to download) becomes a fence in the markdown,
+    without its section markers: the notebook runs the sections once, where the page shows
+    them."""
+    page = project / "docs" / "demo" / "circles.md"
+    page.write_text(PAGE + '\n??? example "circles.py, the whole file"\n\n    ```python\n'
+                    '    --8<-- "snippets/demo/circles.py"\n    ```\n')
+    found = cells(notebooks.build(project, "demo/circles.md", REPO))
+    assert [kind for kind, _ in found].count("code") == 3  # the check, setup and main
+    whole = found[-1][1]
+    assert found[-1][0] == "markdown" and "circles.py, the whole file" in whole
+    assert '>     print("area", area(2.0))' in whole and "GPUS_NEEDED = 0" in whole
+    assert "--8<--" not in whole
+
 EXERCISES = '''\
 # Exercises: circles
 

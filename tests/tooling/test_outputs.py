@@ -114,3 +114,31 @@ def test_the_recorder_refuses_where_it_cannot_see_the_gpu(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(outputs.NotAlone, match="nvidia-smi"):
         outputs.gpu_alone()
+
+
+PROFILER_PRINT = """before
+--------------  ------------  ------------
+          Name     Self CUDA    # of Calls
+--------------  ------------  ------------
+ ProfilerStep*       0.000us             3
+void k<4, at...      1.000ms            24
+--------------  ------------  ------------
+Self CUDA time total: 1.000ms"""
+
+
+def test_a_profiler_table_shows_as_a_table_between_its_text():
+    assert [kind for kind, _ in outputs.pieces(PROFILER_PRINT)] == ["text", "table", "text"]
+    assert outputs.as_markdown_table(outputs.pieces(PROFILER_PRINT)[1][1]) == [
+        "| Name | Self CUDA | # of Calls |",
+        "| --- | --: | --: |",
+        "| `ProfilerStep*` | 0.000us | 3 |",
+        "| `void k<4, at...` | 1.000ms | 24 |",
+    ]
+    box = "\n".join(outputs._box(PROFILER_PRINT, "", recorded({})))
+    assert "    before\n" in box and "    | `ProfilerStep*` | 0.000us | 3 |" in box
+    assert box.count("```text") == 2  # the lines before and after stay text
+
+
+def test_dashes_that_are_no_table_stay_text():
+    text = "-----  -----\nnot a header\n-----  -----\n"
+    assert [kind for kind, _ in outputs.pieces(text)] == ["text"]

@@ -223,10 +223,12 @@ def test_keep_going_writes_the_modules_that_measured_and_still_fails(bench_env):
     assert data["machine_info"]["fieldguide"]["benchmarks_run"] == 1
 
 
-def test_stale_and_only_do_not_go_together(capsys):
-    with pytest.raises(SystemExit):
-        timing_run.main(["--stale", "--only", "x.y"])
-    assert "--stale and --wanted pick the benchmarks themselves" in capsys.readouterr().err
+@pytest.mark.fresh_interpreter  # a timing run: a child pytest per module
+def test_only_narrows_what_stale_picks(bench_env):
+    """A round's plan: --stale (or --wanted) picks only among --only's names."""
+    bench_dir, out_dir = bench_env(good=GOOD, other=GOOD.replace("bench_fast", "bench_slow"))
+    path = timing_run.run(["other.*"], out_dir, bench_dir=bench_dir, stale=True)
+    assert {b.name for b in Timings.load(path.parent).benchmarks} == {"other.slow"}
 
 
 def test_no_cuda_is_a_clear_error(monkeypatch, capsys):
