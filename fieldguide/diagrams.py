@@ -42,7 +42,13 @@ from fieldguide.timings import TimingError, format_value
 WIDTH_IN = 4.8
 FONT_PT = 9.5
 SMALL_PT = 9.0
-TINY_PT = 8.8   # the least that still shows at 9 px on a phone
+TINY_PT = 8.8   # the smallest text a drawing has
+# Shown widths in CSS px (docs/assets/extra.css, `.fieldguide-diagram`): on a desktop at most
+# DESKTOP_WIDTH_PX, so FONT_PT shows at about the body's 16 px, not 20; on a phone at
+# PHONE_WIDTH_PX in a frame that scrolls sideways, so TINY_PT shows at 12 px or more (the browser
+# test's floor for the drawn ideas, issue 45: they showed at 9.3-10.1 px at 390 px).
+DESKTOP_WIDTH_PX = 576
+PHONE_WIDTH_PX = 480
 
 
 @dataclass(frozen=True)
@@ -233,8 +239,12 @@ def embed(build, page, name: str, svgs: dict[str, dict[str, str]], alt: str, cap
         objects.append(f'<object class="timing-wide timing-any-width only-{theme}" '
                        f'type="image/svg+xml" data="{relative_url(path, page.url)}" role="img" '
                        f'aria-label="{label}" aria-describedby="{ident}">{label}</object>')
+    # On a phone the drawing keeps a readable size (PHONE_WIDTH_PX: its smallest text at 12 px
+    # or more) and its frame scrolls sideways; a keyboard reaches the frame to scroll it.
+    frame = (f'<div class="fieldguide-diagram-frame" tabindex="0" role="group" '
+             f'aria-label="{label} (scrolls sideways on a narrow screen)">')
     return (f'\n<figure class="timing-chart fieldguide-diagram" id="figure-{name}">\n'
-            + "\n".join(objects)
+            + frame + "\n" + "\n".join(objects) + "\n</div>"
             + f"\n<figcaption>{caption}</figcaption>\n</figure>\n\n"
             # Markdown, not raw HTML: the glossary's terms in it get their tooltips (abbr), and
             # attr_list gives the paragraph the id the drawings' aria-describedby names
@@ -734,12 +744,12 @@ DIAGRAMS: dict[str, Diagram] = {
         draw=draw_memory_with_notes, height_in=3.7, page="docs/memory/memory-over-time.md",
         alt="Schematic of the memory visualizer's Active Memory Timeline over one training step",
         caption="What <a href=\"https://pytorch.org/memory_viz\">pytorch.org/memory_viz</a> "
-                "shows for a snapshot from <code>_dump_snapshot</code>, in its Active Memory "
-                "Timeline, drawn as a schematic (not measured). A snapshot gives each tensor "
-                "its own colour, from ten that repeat; colours by category (parameter, "
-                "gradient, activation, optimizer state…) come only from the profiler's version, "
-                "<code>torch.cuda._memory_viz.profile_plot</code>.",
+                "shows for a snapshot from <code>_dump_snapshot</code> in its Active Memory "
+                "Timeline, drawn as a schematic (not measured).",
         description=(
+            "A snapshot gives each tensor its own colour, from ten that repeat; colours by "
+            "category (parameter, gradient, activation, optimizer state) come only from the "
+            "profiler's version, torch.cuda._memory_viz.profile_plot. "
             "A stacked area chart of one training step. The horizontal axis counts allocator "
             "events, not seconds; the vertical axis is bytes allocated; every band is one tensor. "
             "At the bottom, the parameters, allocated before recording began, stay flat "
@@ -758,9 +768,7 @@ DIAGRAMS: dict[str, Diagram] = {
         alt="Ring all-reduce on four ranks: three reduce-scatter steps, then three all-gather "
             "steps",
         caption="A ring all-reduce on four ranks, each holding its tensor cut into four chunks, "
-                "A to D. The chunk labels are computed by running the algorithm "
-                "(<code>ring_all_reduce</code> in <code>fieldguide/diagrams.py</code>, "
-                "checked by its tests).",
+                "A to D, with every chunk's label computed by running the algorithm.",
         description=(
             "A grid with one row per stage and one column group per rank, four ranks with four "
             "chunks each. At the start every rank's chunks hold only its own data, labelled A1 "

@@ -309,28 +309,96 @@ class _Converter:
 
 
 PREDICT = "> **Predict:**"
+# What a cell can call to show a result (besides a last bare expression, which Jupyter displays).
+SHOWS = {"print", "display", "pprint"}
+
+
+def _calls(nodes) -> set[str]:
+    """The names that `nodes` call (`f(...)`, `obj.f(...)`), function and class bodies left out."""
+    import ast
+    called: set[str] = set()
+    todo = list(nodes)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                called.add(func.id)
+            elif isinstance(func, ast.Attribute):
+                called.add(func.attr)
+        todo.extend(ast.iter_child_nodes(node))
+    return called
+
+
+def printers(sources: list[str]) -> set[str]:
+    """The functions the code cells `sources` define that print when called: those that call
+    print, or another function of the notebook that prints (a fixed point over their calls)."""
+    import ast
+    calls: dict[str, set[str]] = {}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                calls.setdefault(node.name, set()).update(_calls(node.body))
+    found = {name for name, called in calls.items() if called & SHOWS}
+    while True:
+        more = {name for name, called in calls.items() if called & found} - found
+        if not more:
+            return found
+        found |= more
+
+
+def shows_a_result(source: str, printing: set[str]) -> bool:
+    """Whether running a code cell shows something: its own code (not the bodies of the functions
+    it defines) calls print or a function of the notebook that prints, or it ends with a bare
+    expression that is not a call, which Jupyter displays. A cell that only defines functions,
+    classes and constants shows nothing: a prompt above it asks the reader to predict, then run
+    nothing."""
+    import ast
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    if _calls(tree.body) & (SHOWS | printing):
+        return True
+    last = tree.body[-1] if tree.body else None
+    return isinstance(last, ast.Expr) and not isinstance(last.value, (ast.Call, ast.Constant))
+
+
+def _is_prompt(paragraph: str) -> bool:
+    return paragraph.startswith(PREDICT)
 
 
 def _predict_first(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """A prompt that comes right after a code cell moves above it: in a notebook the reader
-    predicts, then runs the cell (whose recorded output would otherwise give the answer away).
-    A prompt the page already puts right above the code that answers it (the cell after the
-    prompt is code, tests/site/test_prompts.py) stays there: the cell before it is other code.
-    The GPU check, the second cell, keeps its place."""
+    """Predict, then run: each prompt moves down to right above the first code cell after it that
+    runs and shows a result (`shows_a_result`), not above one that only defines a function, and
+    never below a cell whose recorded output would give its answer away. On a page a prompt sits
+    above the code block that produces its number (tests/site/test_prompts.py); in the notebook
+    that block is often a definition, and the number is printed by a later cell, often the
+    page's whole script. The GPU check, the second cell, keeps its place. A prompt that no such
+    cell follows stays where the page puts it."""
+    printing = printers([source for kind, source in cells if kind == "code"])
     out: list[tuple[str, str]] = []
+    waiting: list[str] = []
     for index, (kind, source) in enumerate(cells):
-        if kind == "markdown" and source.startswith(PREDICT) and len(out) > 2 and out[-1][0] == "code":
+        if kind == "markdown" and index > 1:
             paragraphs = source.split("\n\n")
-            asked = 0
-            while asked < len(paragraphs) and paragraphs[asked].startswith(PREDICT):
-                asked += 1
-            if asked == len(paragraphs) and index + 1 < len(cells) and cells[index + 1][0] == "code":
-                out.append((kind, source))   # predict, then run the very next cell
+            asked = [p for p in paragraphs if _is_prompt(p)]
+            rest = [p for p in paragraphs if not _is_prompt(p)]
+            later = any(k == "code" and shows_a_result(s, printing) for k, s in cells[index + 1:])
+            if asked and later:
+                waiting += asked
+                if rest:
+                    out.append((kind, "\n\n".join(rest)))
                 continue
-            out.insert(len(out) - 1, ("markdown", "\n\n".join(paragraphs[:asked])))
-            if paragraphs[asked:]:
-                out.append(("markdown", "\n\n".join(paragraphs[asked:])))
-            continue
+        if kind == "code" and waiting and shows_a_result(source, printing):
+            out.append(("markdown", "\n\n".join(waiting)))
+            waiting = []
         out.append((kind, source))
     return out
 

@@ -10,9 +10,9 @@ docs/assets/extra.css; pymdownx.details makes it a native <details>, so the ques
 
 The answer is the page's own number, written with the timing shortcodes like every number on the
 site (never typed), or, for a claim without a number, the page's explanation in a sentence or
-two. It sits right before the part of the page that shows the result, so the reader predicts
-first. In a page's notebook a prompt keeps its question, moved above the code cell it follows on
-the page, and points at the page for the measured answer (fieldguide/notebooks.py). Standard
+two. It sits above the code block that produces the result, so the reader predicts first. In
+a page's notebook a prompt keeps its question, moved down above the first code cell that runs
+and prints, and points at the page for the measured answer (fieldguide/notebooks.py). Standard
 library only: the notebooks are generated without MkDocs.
 """
 

@@ -48,6 +48,7 @@ from fieldguide.timings import (
     Run,
     TimingError,
     Timings,
+    bytes_unit,
     carries_unit,
     disagreeing_range,
     format_number,
@@ -55,6 +56,7 @@ from fieldguide.timings import (
     format_spec,
     format_value,
     link_summary,
+    unit_of,
 )
 
 SHORTCODE = re.compile(r"<!--\s*timing-(?P<kind>[\w-]+):(?P<body>.*?)-->", re.DOTALL)
@@ -102,6 +104,9 @@ class Page:
     # (gpu slug, run id) -> (gpu name, run, uses)
     runs: dict[tuple[str, str], tuple[str, Run, int]] = field(default_factory=dict)
     tab_sets: int = 0
+    # the indent of the shortcode being rendered: inside an admonition or a list item, where raw
+    # HTML would be wrapped in a paragraph, tabs are written as pymdownx.tabbed's `===` blocks
+    indent: str = ""
     # (gpu slug, benchmark name) -> the benchmark, for each one the page shows
     shown: dict[tuple[str, str], Benchmark] = field(default_factory=dict)
 
@@ -194,6 +199,9 @@ class Build:
             glued = code.kind == "ratio" and markdown.startswith("×", match.end())
             if glued:  # "<!-- timing-ratio: ... -->×": the sign goes after the number and range
                 code.options.setdefault("unit", "×")
+            start = markdown.rfind("\n", 0, match.start()) + 1
+            indent = markdown[start:match.start()]
+            page.indent = indent if indent and not indent.strip() else ""
             try:
                 if renderer is None:
                     raise ValueError(f"unknown shortcode kind {code.kind!r}; known: "
@@ -202,6 +210,15 @@ class Build:
             except (TimingError, ValueError, KeyError, SyntaxError) as exc:
                 page.problems.append(f"{code.text.strip()}: {exc}")
                 rendered = f'<span class="timing-missing">[timing unavailable: {code.kind}]</span>'
+            # A table or a figure written indented (in an admonition, a list item) keeps that
+            # indent on every line: at column 0 it would end the block, and the paragraphs
+            # after it would read as code.
+            if page.indent and "\n" in rendered:
+                # there raw HTML would sit in a paragraph: the tag is a paragraph with a class
+                rendered = re.sub(r'^([ \t]*)<p class="timing-tag">(.*?)</p>',
+                                  r"\1\2\n\1{: .timing-tag }", rendered, flags=re.M)
+                rendered = rendered.replace("\n", "\n" + page.indent)
+            page.indent = ""
             out.append(markdown[last:match.start()])
             out.append(rendered)
             last = match.end() + (1 if glued else 0)
@@ -371,6 +388,33 @@ def _with_range(bench: Benchmark, field_name: str, spec: str | None = None, unit
     return f"{text}{unit} ({ends}{unit if glued else ''} over {len(bench.records)} runs)"
 
 
+def spread_span(text: str, title: str, kind: str = "timing-spread") -> str:
+    """A number in prose: the median alone, its spread in the hover title (issue 45: a reader
+    reads past a parenthesis of runs and ranges three times a paragraph). Tables keep the
+    spread in their cells."""
+    return f'<span class="{kind}" title="{html.escape(title, quote=True)}">{text}</span>'
+
+
+def _median_in_prose(bench: Benchmark, field_name: str, spec: str | None = None, unit: str = "") -> str:
+    """The value alone, as prose shows it; where runs disagree, their range in its hover title:
+    "0.0377 GB/s" titled "The median of 4 runs, which ranged 0.0315–0.0440 GB/s"."""
+    value = bench.value(field_name)
+    spread = bench.spread(field_name)
+    shown = format_value(field_name, value, spec) + unit
+    if not spread:
+        return shown
+    _, ends = format_range(field_name, value, *spread, spec)
+    after = ""   # the unit the ends leave out (format_range writes a glued × or % itself)
+    if not spec and isinstance(value, (int, float)):
+        measure, base = unit_of(field_name, value)
+        if field_name == "bytes" or field_name.endswith("_bytes"):
+            measure = bytes_unit(base)
+        after = "" if measure.text in ("×", "%") else measure.text
+    after += "" if unit in ("×", "%") and ends.endswith(unit) else unit
+    return spread_span(shown, f"The median of {len(bench.records)} runs, which ranged "
+                              f"{ends}{after}")
+
+
 def render_table(code: Shortcode, build: Build, page: Page) -> str:
     if not code.args:
         raise ValueError("timing-table needs at least one benchmark name or pattern")
@@ -432,18 +476,19 @@ def render_value(code: Shortcode, build: Build, page: Page) -> str:
     if host and host_bound.measured_field(field_name):
         text = format_value(field_name, bench.value(field_name), spec) + unit
         note = host_bound.spread_note(bench, field_name, spec, unit)
-        title = html.escape(f"Measures the host ({host}). Hosts: "
-                            + " · ".join(host_bound.hosts([bench])), quote=True)
-        return f'{text} <span class="timing-host" title="{title}">({note})</span>'
-    return _with_range(bench, field_name, spec, unit)
+        return spread_span(text, f"{note[0].upper()}{note[1:]} (the text shows their median, "
+                           f"{text.strip()}). Measures the host ({host}). Hosts: "
+                           + " · ".join(host_bound.hosts([bench])), "timing-host")
+    return _median_in_prose(bench, field_name, spec, unit)
 
 
 def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     """NAME[:FIELD] over NAME[:FIELD]. With `unit=×` (given when the page writes × right after
-    the shortcode) the sign follows the number and the range: "2,528× (1,902–2,859× over 4 runs)".
-    A host-bound pair reads as the median of its per-run ratios, which says so where it differs
-    from the ratio of the two medians: "30× (the median of 4 runs' own ratios, 27–104×; the two
-    medians give 28×)"."""
+    the shortcode) the sign follows the number: "2,528×", with "Within each of 4 runs:
+    1,902–2,859×" in its hover title where runs disagree. A host-bound pair reads as the median
+    of its per-run ratios, and its title says so where it differs from the ratio of the two
+    medians: "30×" titled "The median of 4 runs' own ratios, 27–104×; the two medians give
+    28×"."""
     if len(code.args) not in (2, 3):
         raise ValueError("timing-ratio takes NAME[:FIELD] NAME[:FIELD] [FORMAT]")
     values, per_run, host = [], [], False
@@ -472,9 +517,12 @@ def render_ratio(code: Shortcode, build: Build, page: Page) -> str:
     # medians a page prints beside it (timing-value), it says which it is and gives both.
     within = number(statistics.median(ratios)) if host and ratios else of_medians
     if within != of_medians:
-        return (f"{within}{unit} (the median of {len(ratios)} runs' own ratios"
-                + (f", {across}" if spread else "") + f"; the two medians give {of_medians}{unit})")
-    return within + unit + (f" ({across} over {len(ratios)} runs)" if spread else "")
+        return spread_span(within + unit, f"The median of {len(ratios)} runs' own ratios"
+                           + (f", {across}" if spread else "")
+                           + f"; the two medians give {of_medians}{unit}")
+    if not spread:
+        return within + unit
+    return spread_span(within + unit, f"Within each of {len(ratios)} runs: {across}")
 
 
 def render_crossover(code: Shortcode, build: Build, page: Page) -> str:
@@ -567,6 +615,10 @@ def tab_set(build: Build, page: Page, tabs: list[tuple[str, str]]) -> str:
     converted with the site's extensions first."""
     page.tab_sets += 1
     n = page.tab_sets
+    if page.indent:   # Markdown tabs: a table's tabs, in a block (raw HTML there would be a <p>)
+        return "\n\n" + "".join(f'=== "{name}"\n\n' + "".join(
+            f"    {line}\n" if line.strip() else "\n" for line in body.strip("\n").splitlines())
+            + "\n" for name, body in tabs)
     inputs = "".join(f'<input{" checked" if i == 0 else ""} id="__gpu_{n}_{i}" name="__gpu_{n}" '
                      'type="radio">' for i in range(len(tabs)))
     labels_html = "".join(f'<label for="__gpu_{n}_{i}">{html.escape(name)}</label>'

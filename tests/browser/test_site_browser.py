@@ -404,6 +404,9 @@ DRAWN = """n => [...document.querySelectorAll('div.mermaid')]
 
 # The smallest text in a chart, in CSS pixels as displayed: below this it is hard to read.
 MIN_CHART_TEXT_PX = {"desktop": 11, "phone": 9}
+# The drawn ideas (fieldguide/diagrams.py): at 12 px or more on a phone too, where their frame
+# scrolls sideways (issue 45: they showed at 9.3-10.1 px at 390 px).
+MIN_DIAGRAM_TEXT_PX = {"desktop": 11, "phone": 12}
 SCIENTIFIC = re.compile(r"\d[eE][+-]?\d|×\s*10|10\^|\$\\mathdefault")
 
 # Each chart is an <object> per theme and width (fieldguide/figures.py); the one shown is measured.
@@ -413,6 +416,10 @@ CHART_FACTS = """() => [...document.querySelectorAll('figure.timing-chart object
                 width: o.getBoundingClientRect().width,
                 narrow: o.classList.contains('timing-narrow'),
                 anyWidth: o.classList.contains('timing-any-width'),
+                diagram: !!o.closest('figure.fieldguide-diagram'),
+                // a drawn idea's frame scrolls sideways on a phone: its own, not the page
+                scrolls: !!o.closest('.fieldguide-diagram-frame') && getComputedStyle(
+                    o.closest('.fieldguide-diagram-frame')).overflowX === 'auto',
                 // a drawing whose colour scheme differs from its frame's sits on opaque white
                 schemes: [getComputedStyle(o).colorScheme, o.contentDocument &&
                           getComputedStyle(o.contentDocument.documentElement).colorScheme],
@@ -534,7 +541,7 @@ def _check_charts(page, charts: list[dict], width: str, scheme: str, svgs: dict[
         if not chart["loaded"]:
             found.append(f"{where}: not loaded")
             continue
-        if chart["width"] > chart["room"] + 1:
+        if chart["width"] > chart["room"] + 1 and not chart.get("scrolls"):
             found.append(f"{where}: {chart['width']:.0f} px wide in {chart['room']:.0f} px")
         narrow = chart["narrow"]
         if narrow != (width == "phone") and not chart["anyWidth"]:  # some are drawn once
@@ -549,9 +556,9 @@ def _check_charts(page, charts: list[dict], width: str, scheme: str, svgs: dict[
             svgs[chart["src"]] = urllib.request.urlopen(chart["src"], timeout=10).read().decode()
         natural_px, smallest, texts = _svg_text_facts(svgs[chart["src"]])
         shown = smallest * chart["width"] / natural_px
-        if shown < MIN_CHART_TEXT_PX[width]:
-            found.append(f"{where}: text as small as {shown:.1f} px "
-                         f"(at least {MIN_CHART_TEXT_PX[width]} px)")
+        least = (MIN_DIAGRAM_TEXT_PX if chart.get("diagram") else MIN_CHART_TEXT_PX)[width]
+        if shown < least:
+            found.append(f"{where}: text as small as {shown:.1f} px (at least {least} px)")
         odd = [t for t in texts if SCIENTIFIC.search(t)]
         if odd:
             found.append(f"{where}: scientific notation in {odd[:3]}")

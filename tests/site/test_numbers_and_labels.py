@@ -3,8 +3,9 @@ table header is a code id (fieldguide.labels.FIELD_LABELS): read from the HTML o
 
 The rule: whole numbers as whole numbers, a thousands comma from 1,000 up, three significant
 figures, a power of ten below 0.001 and never e-notation; a range gives its unit once
-("0.0377 GB/s (0.0315–0.0440 over 4 runs)") and a ratio its sign after the number and the range
-("2,528× (1,902–2,859× over 4 runs)").
+("0.0377 GB/s (0.0315–0.0440 over 4 runs)", as a table shows it) and a ratio its sign after the
+number and the range ("2,528× (1,902–2,859× over 4 runs)"). Prose shows the median alone, the
+range in its hover title.
 """
 
 from __future__ import annotations
@@ -74,6 +75,21 @@ def test_every_number_on_every_page_follows_the_rule(built_site):
                 context = text[max(0, match.start() - 40):match.end() + 20].replace("\n", " ")
                 problems.append(f"{page.relative_to(built_site)}: {what}: …{context}…")
     assert not problems, f"{len(problems)} numbers break the rule:\n" + "\n".join(problems[:40])
+
+
+RUNS_IN_PROSE = re.compile(r"over \d+ runs\)|\(host-bound:|runs' own ratios")
+
+
+def test_prose_prints_the_median_alone(built_site):
+    """Issue 45: a number in prose is the median alone; the runs' range is in its hover title
+    (fieldguide.shortcodes.spread_span) and in the tables, not in a parenthesis the reader
+    reads past three times a paragraph."""
+    problems = []
+    for page in _pages(built_site):
+        prose = _text(re.sub(r"<table.*?</table>", " ", _article(page), flags=re.S))
+        problems += [f"{page.relative_to(built_site)}: …{prose[max(m.start() - 60, 0):m.end()]}…"
+                     for m in RUNS_IN_PROSE.finditer(prose)]
+    assert not problems, "\n".join(problems[:20])
 
 
 def test_no_table_header_is_a_code_id_and_counts_are_whole(built_site):
@@ -210,8 +226,10 @@ def test_every_ratio_reads_as_the_ratio_of_its_medians_or_says_which_it_is():
             ratio = medians[0] / medians[1]
             of_medians = format_spec(ratio, spec) if spec else format_number(ratio)
             checked += 1
-            if (shown.split(" (")[0] != of_medians
-                    and f"the two medians give {of_medians})" not in shown):
+            title = re.search(r'title="([^"]*)"', shown)
+            if (re.sub(r"<[^>]+>", "", shown) != of_medians
+                    and f"the two medians give {of_medians}" not in
+                    html.unescape(title[1] if title else "")):
                 silent.append(f"{src}: {code.text.strip()} reads {shown!r}; the medians give "
                               f"{of_medians}")
     assert checked > 100, f"only {checked} ratios found: is the page scan broken?"

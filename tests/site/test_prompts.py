@@ -10,6 +10,7 @@ gets: a collapsed <details> with a question and a non-empty answer, its numbers 
 from __future__ import annotations
 
 import html
+import json
 import posixpath
 import re
 
@@ -17,8 +18,8 @@ import pytest
 
 pytest.importorskip("markdown")  # fieldguide.glossary (which pages teach) is a Markdown extension
 
-from fieldguide import glossary, prompts
-from fieldguide.notebooks import is_workbook
+from fieldguide import ROOT, glossary, prompts
+from fieldguide.notebooks import is_workbook, notebook_path
 from fieldguide.shortcodes import SHORTCODE
 from tests.site.test_reader_kit import NAV, NUMBER, text, url_of
 
@@ -87,17 +88,34 @@ def test_the_notebook_keeps_the_question_and_points_at_the_answer():
     assert "After." in shown and not any("timing" in line for line in shown)
 
 
-def test_in_a_notebook_a_prompt_after_code_comes_before_the_cell():
-    """Predict, then run: the cell's recorded output would give the answer away."""
+def test_in_a_notebook_a_prompt_moves_down_to_the_cell_that_prints_its_result():
+    """Predict, then run: a prompt above a cell that only defines a function moves down to
+    the first later cell that runs and prints (here the page's whole script)."""
     from fieldguide import notebooks
-    cells = [("markdown", "# Title"), ("code", "gpu check"), ("markdown", "Intro."),
-             ("code", "work()"), ("markdown", "> **Predict:** Q?\n>\n> *A.*\n\nThe result.")]
+    q = "> **Predict:** Q?\n>\n> *A.*"
+    cells = [("markdown", "# Title"), ("code", "print('gpu check')"), ("markdown", f"Intro.\n\n{q}"),
+             ("code", "def work():\n    return 1"), ("markdown", "The result."),
+             ("code", "def main():\n    print(work())"), ("markdown", "## The whole script"),
+             ("code", "main()")]
     assert notebooks._predict_first(cells) == [
-        ("markdown", "# Title"), ("code", "gpu check"), ("markdown", "Intro."),
-        ("markdown", "> **Predict:** Q?\n>\n> *A.*"), ("code", "work()"),
-        ("markdown", "The result.")]
-    kept = [("markdown", "# Title"), ("code", "gpu check"), ("markdown", "> **Predict:** Q?")]
-    assert notebooks._predict_first(kept) == kept   # never above the GPU check
+        ("markdown", "# Title"), ("code", "print('gpu check')"), ("markdown", "Intro."),
+        ("code", "def work():\n    return 1"), ("markdown", "The result."),
+        ("code", "def main():\n    print(work())"), ("markdown", "## The whole script"),
+        ("markdown", q), ("code", "main()")]
+    kept = [("markdown", "# Title"), ("code", "gpu check"), ("markdown", q)]
+    assert notebooks._predict_first(kept) == kept   # no cell that prints after it: it stays
+
+
+def test_a_cell_shows_a_result_when_it_runs_something_that_prints():
+    from fieldguide.notebooks import printers, shows_a_result
+    cells = ["def f():\n    print(1)", "def g():\n    f()", "def h():\n    return 2"]
+    printing = printers(cells)
+    assert printing == {"f", "g"}
+    assert not any(shows_a_result(c, printing) for c in cells)   # definitions only
+    assert shows_a_result("g()", printing) and shows_a_result("for i in range(2):\n    print(i)",
+                                                               printing)
+    assert shows_a_result("x = 1\nx + 1", printing)   # Jupyter displays a last expression
+    assert not shows_a_result("h()\nX = 3", printing)
 
 
 @pytest.mark.parametrize("path", PROMPTED)
@@ -121,26 +139,7 @@ def test_every_prompt_is_a_collapsed_question_with_its_answer_rendered(built_sit
 
 # Pages whose prompts another branch is rewriting to the rule below (issue 45): each is a strict
 # expected failure here, so the test says when a merge made one pass. Remove its entry then.
-BEING_REVISED = {
-    path: "being revised in another branch"
-    for path in (
-        "precision/tensor-cores-and-shapes.md",
-        "precision/mixed-precision-training.md",
-        "precision/fp8.md",
-        "precision/activations.md",
-        "precision/channels-last.md",
-        "memory/where-gpu-memory-goes.md",
-        "memory/memory-over-time.md",
-        "memory/out-of-memory-errors.md",
-        "memory/needing-less-memory.md",
-        "several-gpus/ways-to-use-several-gpus.md",
-        "several-gpus/dataparallel-taken-apart.md",
-        "several-gpus/ddp-with-torchrun.md",
-        "several-gpus/fsdp2.md",
-        "several-gpus/model-parallelism.md",
-        "several-gpus/sharing-tensors-between-processes.md",
-    )
-}
+BEING_REVISED: dict[str, str] = {}
 FENCE = re.compile(r"^[ \t]*(```|~~~)", re.M)
 # A question a reader can answer without hunting on the page: no "above", "this table", "And ...".
 NOT_SELF_CONTAINED = re.compile(
@@ -163,11 +162,17 @@ def _names(markdown: str) -> set[tuple[str, str | None]]:
             found.add((code.args[0], code.args[1]))
             continue
         operands = code.args[:2] if code.kind == "ratio" else code.args
+        # a table shows its columns only (a chart, every field)
+        shows = (code.options["columns"].split(",") if code.kind == "table"
+                 and "columns" in code.options else [None])
         for arg in operands + [v for k, v in code.options.items() if k == "points"]:
             for part in arg.split(","):
                 name, _, field = part.partition(":")
                 if "." in name and not re.fullmatch(r"[.\d%]+[a-z]?", name):  # not a FORMAT
-                    found.add((name, field or ("median" if code.kind == "ratio" else None)))
+                    if field or code.kind == "ratio":
+                        found.add((name, field or "median"))
+                    else:
+                        found.update((name, column) for column in shows)
     return found
 
 
@@ -266,6 +271,9 @@ def test_an_answer_before_its_code_is_found():
     assert answered_before_its_code(half) == []
     both = f'<!-- timing-table: a.b[*] -->\n\n??? predict "Q?"\n    {ratio}\n\n```\nx\n```\n'
     assert answered_before_its_code(both)
+    columns = '<!-- timing-table: a.b[*] columns=Linear,cpu_count -->\n\n??? predict "Q?"\n    ' + v
+    assert answered_before_its_code(columns + '\n\n```\nx\n```\n') == []   # not its column
+    assert answered_before_its_code(columns.replace("Linear", "iqr") + '\n\n```\nx\n```\n')
     described = '<!-- timing-value: a.b[x] cpu_count -->\n\n??? predict "Q?"\n    ' + v + '\n\n```\nx\n```\n'
     assert answered_before_its_code(described) == []   # a fact about the run, not the answer
 
@@ -277,16 +285,48 @@ def test_in_a_notebook_a_prompt_above_the_code_that_answers_it_stays_there():
     assert notebooks._predict_first(cells) == cells
 
 
+NOTEBOOK_PAGES = [path for path in PROMPTED if prompts.prompts(text(path))
+                  and (ROOT / notebook_path(path)).exists()]
+# Notebooks with no cell that prints at all: each is a strict expected failure until its page
+# shows a section that runs and prints (a main), as the others' "The whole script" does.
+PRINTS_NOTHING = {
+    "start-here/will-it-fit.md": "its code only defines the estimators; the comparisons with the "
+                                 "runs are drawn by the site, and no cell runs one",
+}
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.xfail(reason=PRINTS_NOTHING[p], strict=True))
+    if p in PRINTS_NOTHING else p for p in NOTEBOOK_PAGES])
+def test_in_every_notebook_each_prompt_sits_above_a_cell_that_prints_its_result(path):
+    """In the committed notebook (fieldguide/notebooks.py writes it from the page), every prompt
+    is right above a code cell that runs and prints, not above one that only defines a
+    function, so the reader predicts, then runs; and the notebook asks all the page's prompts."""
+    from fieldguide.notebooks import PREDICT, printers, shows_a_result
+    cells = json.loads((ROOT / notebook_path(path)).read_text(encoding="utf-8"))["cells"]
+    sources = [("".join(c["source"]), c["cell_type"]) for c in cells]
+    printing = printers([s for s, kind in sources if kind == "code"])
+    asked, problems = 0, []
+    for n, (source, kind) in enumerate(sources):
+        found = [p for p in source.split("\n\n") if p.startswith(PREDICT)] if kind == "markdown" else []
+        if not found:
+            continue
+        asked += len(found)
+        following = sources[n + 1] if n + 1 < len(sources) else ("", "end")
+        if not source.rstrip().endswith(found[-1].rstrip()):
+            problems.append(f"cell {n}: prose after the prompt, before the code")
+        if following[1] != "code" or not shows_a_result(following[0], printing):
+            problems.append(f"cell {n}: {found[0][:70]!r} is above a cell that prints nothing")
+    assert asked == len(prompts.prompts(text(path))), f"{path}: the notebook asks {asked} prompts"
+    assert not problems, f"{notebook_path(path)}:\n" + "\n".join(problems)
+
+
 # --- Check yourself: recall at the end of each chapter ----------------------------------------
 
 EXERCISE_PAGES = [path for _, _, path in NAV if is_workbook(path)]
 # Exercise pages of chapters another branch is editing: the lead writes their list after the
 # merge and removes the entry (a strict expected failure says when one passes).
-NO_CHECK_YET = {
-    path: "its chapter is being revised in another branch"
-    for path in ("precision/exercises.md", "memory/memory-exercises.md",
-                 "several-gpus/several-gpus-exercises.md")
-}
+NO_CHECK_YET: dict[str, str] = {}
 FEWEST_CHECKS, MOST_CHECKS = 6, 10
 CHECK = re.compile(r'^\?\?\? question "(?P<n>\d+)\. (?P<question>[^"]+)"[ \t]*\n'
                    r'(?P<body>(?:(?:[ \t]*|    .*)\n)*)', re.M)

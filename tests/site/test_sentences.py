@@ -17,31 +17,7 @@ from tests.site.test_reader_kit import NAV, text
 MOST_WORDS = 35
 # Pages another branch is rewriting (issue 45 applies there too): each is a strict expected
 # failure, so the test says when a merge made one pass. Remove its entry then.
-BEING_REVISED = {
-    path: "being revised in another branch"
-    for path in (
-        "start-here/slow-training.md",
-        "precision/tensor-cores-and-shapes.md",
-        "precision/mixed-precision-training.md",
-        "precision/activations.md",
-        "precision/channels-last.md",
-        "precision/fp8.md",
-        "precision/exercises.md",
-        "memory/where-gpu-memory-goes.md",
-        "memory/memory-over-time.md",
-        "memory/out-of-memory-errors.md",
-        "memory/needing-less-memory.md",
-        "memory/memory-exercises.md",
-        "several-gpus/ways-to-use-several-gpus.md",
-        "several-gpus/dataparallel-taken-apart.md",
-        "several-gpus/ddp-with-torchrun.md",
-        "several-gpus/fsdp2.md",
-        "several-gpus/sharing-tensors-between-processes.md",
-        "several-gpus/model-parallelism.md",
-        "several-gpus/many-machines.md",
-        "several-gpus/several-gpus-exercises.md",
-    )
-}
+BEING_REVISED: dict[str, str] = {}
 PAGES = [path for section, _, path in NAV if section != "Contributing"]
 
 _FENCE = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", re.M | re.S)

@@ -188,16 +188,19 @@ def test_runs_that_disagree_show_their_range(project):
                             "Ratio <!-- timing-ratio: copy.copy[1048576] copy.slow[1048576] .2f -->.\n")
     assert result.returncode == 0, result.stderr
     html = (project.path / "site" / "index.html").read_text()
-    assert "30.7 ns (20.5–41.0 over 2 runs)" in html
-    assert "Formatted 3.07 × 10⁻⁸ (2.05 × 10⁻⁸–4.10 × 10⁻⁸ over 2 runs)." in html  # its format
-    assert "Unit 38 GB/s (25–50 over 2 runs)." in html  # the unit once, after the value
+    # prose: the median alone, the runs' range in its hover title (the unit once, at the end)
+    assert 'title="The median of 2 runs, which ranged 20.5–41.0 ns">30.7 ns</span>' in html
+    assert ('Formatted <span class="timing-spread" title="The median of 2 runs, which ranged '
+            '2.05 × 10⁻⁸–4.10 × 10⁻⁸">3.07 × 10⁻⁸</span>.') in html  # its format
+    assert 'ranged 25–50 GB/s">38 GB/s</span>.' in html  # the unit once, after the value
     assert "2 runs · 2026-11-21 to 22" in html
     # a table without a runs column shows the range in each cell whose runs disagree
     assert "31.5 µs (21.0–41.9 over 2 runs)" in html
     assert "37.5 GB/s (25.0–50.0 over 2 runs)" in html
     assert "6.14 ns</td>" in html  # the IQR: a spread within runs, no range of it
     # a ratio: the median's, and the range of the ratios within each run (the copy doubled)
-    assert "Ratio 0.30 (0.20–0.40 over 2 runs)." in html
+    assert ('Ratio <span class="timing-spread" title="Within each of 2 runs: 0.20–0.40">0.30</span>.'
+            in html)
 
 
 def test_missing_benchmark_fails_the_strict_build(project):

@@ -70,7 +70,11 @@ def test_each_figure_has_a_name_a_caption_and_a_description(rendered):
                 words = re.search(rf"\n    (.+)\n    {{: #{described} }}", figure)
                 assert words and len(words[1].split()) >= 60, (page, described)
             caption = re.search(r"<figcaption>(.+?)</figcaption>", figure, re.S)[1]
-            assert len(re.sub(r"<[^>]+>", "", caption).split()) >= 12, (page, caption)
+            said = html.unescape(re.sub(r"<[^>]+>", "", caption))
+            assert len(said.split()) >= 12, (page, caption)
+            # one sentence, and no run id, benchmark name or source file (issue 45)
+            assert len(re.findall(r"[.!?](?:\s|$)", said)) == 1, (page, said)
+            assert not re.search(r"\d{8}T\d{6}Z|\w+\.\w+\[|\.py\b", said), (page, said)
 
 
 def _texts(svg: str) -> list[tuple[str, str]]:
@@ -294,3 +298,19 @@ def test_a_notebook_points_to_the_page_for_a_schematic_and_for_numbers(tmp_path)
     assert text.count("A diagram for this part is on the page") == 1
     assert text.count("measured numbers for this part are on the page") == 1
     assert "<!--" not in text
+
+
+def test_the_drawn_ideas_read_at_12_px_on_a_phone_and_at_the_body_size_on_a_desktop():
+    """Issue 45: at 390 px the drawings showed text of 9.3-10.1 px, at 1280 px of 20-22 px. The
+    stylesheet shows them at DESKTOP_WIDTH_PX at most and at PHONE_WIDTH_PX on a phone (in a
+    frame that scrolls sideways); drawn WIDTH_IN wide, their text then shows at those sizes."""
+    css = (ROOT / "docs" / "assets" / "extra.css").read_text(encoding="utf-8")
+    assert f"max-width: {diagrams.DESKTOP_WIDTH_PX}px;" in css
+    assert f"width: {diagrams.PHONE_WIDTH_PX}px;" in css
+    natural_px = diagrams.WIDTH_IN * 96
+
+    def shown(points, width_px):
+        return points * 4 / 3 * width_px / natural_px
+
+    assert shown(diagrams.TINY_PT, diagrams.PHONE_WIDTH_PX) >= 12
+    assert shown(diagrams.FONT_PT, diagrams.DESKTOP_WIDTH_PX) <= 16.5

@@ -46,21 +46,52 @@ def test_a_host_bound_ratio_unlike_the_ratio_of_its_medians_says_which_it_is(tmp
     text, problems = render(runs(tmp_path, **DIFFER),
                             "<!-- timing-ratio: x.copy x.launch .2f -->× faster")
     assert not problems, problems
-    assert text == ("1.50× (the median of 3 runs' own ratios, 1.50–4.00×; "
-                    "the two medians give 2.00×) faster"), text
+    assert text == ('<span class="timing-spread" title="The median of 3 runs&#x27; own ratios, '
+                    '1.50–4.00×; the two medians give 2.00×">1.50×</span> faster'), text
 
 
 def test_a_host_bound_ratio_equal_to_the_ratio_of_its_medians_reads_plainly(tmp_path):
     text, _ = render(runs(tmp_path, **AGREE), "<!-- timing-ratio: x.copy x.launch .2f -->×")
-    assert text == "2.00× (1.50–4.00× over 3 runs)", text
+    assert text == ('<span class="timing-spread" title="Within each of 3 runs: 1.50–4.00×">'
+                    "2.00×</span>"), text
 
 
 def test_a_gpu_bound_ratio_is_the_ratio_of_its_medians(tmp_path):
     """No host-bound mark: the ratio is that of the medians the page prints, never mixed."""
     text, _ = render(runs(tmp_path, matmul=DIFFER["copy"], load=DIFFER["launch"]),
                      "<!-- timing-ratio: x.matmul x.load .2f -->×")
-    assert text == "2.00× (1.50–4.00× over 3 runs)", text
+    assert text == ('<span class="timing-spread" title="Within each of 3 runs: 1.50–4.00×">'
+                    "2.00×</span>"), text
     assert "medians" not in text
+
+
+def test_prose_prints_the_median_alone_and_its_range_in_the_hover_title(tmp_path):
+    """Issue 45: "(1.50–4.00× over 3 runs)" in every sentence is read past; prose shows the
+    median, the title and the tables the runs' range."""
+    build = runs(tmp_path, matmul=[(1e-3, {"peak_gib": 0.5}), (2e-3, {"peak_gib": 0.7}),
+                                   (4e-3, {"peak_gib": 0.6})])
+    text, _ = render(build, "<!-- timing-value: x.matmul median -->, "
+                            "<!-- timing-value: x.matmul peak_gib -->")
+    assert text == ('<span class="timing-spread" title="The median of 3 runs, which ranged '
+                    '1.00–4.00 ms">2.00 ms</span>, <span class="timing-spread" title="The median '
+                    'of 3 runs, which ranged 0.500–0.700 GiB">0.600 GiB</span>'), text
+    table, _ = render(build, "<!-- timing-table: x.matmul columns=median -->")
+    assert "2.00 ms (1.00–4.00 over 3 runs)" in table   # the table keeps the range in its cell
+
+
+def test_a_table_in_an_admonition_stays_in_it(tmp_path):
+    """At column 0 a table ended the solution it was written in, and the paragraph after it read
+    as a code block (precision/exercises.md, found by the browser test)."""
+    build = runs(tmp_path, matmul=[(1e-3, {}), (2e-3, {}), (4e-3, {})])
+    text, problems = render(build, '??? success "Solution"\n    Before.\n\n'
+                                   "    <!-- timing-table: x.matmul columns=median -->\n\n"
+                                   "    After.\n")
+    assert not problems, problems
+    assert "\n    | Product | 2.00 ms (1.00–4.00 over 3 runs) |" in text
+    # raw HTML in a block would be wrapped in a paragraph: the tag is a paragraph with a class
+    assert '<p class="timing-tag">' not in text and "\n    {: .timing-tag }" in text
+    assert not [line for line in text.split("    After.")[0].splitlines()[1:]
+                if line.strip() and not line.startswith("    ")], text
 
 
 # --- finding: "GiB GiB" ---------------------------------------------------------------------------
@@ -112,7 +143,7 @@ def test_a_size_of_a_host_bound_benchmark_reads_without_a_host_range(tmp_path):
                                    (3e-5, {"peak_bytes": 616 * 2**20, "peak_gib": 0.5})])
     assert render(build, "<!-- timing-value: x.launch peak_bytes -->")[0] == "616 MiB"
     assert render(build, "<!-- timing-value: x.launch peak_gib -->")[0] == "0.500 GiB"
-    assert "host-bound: " in render(build, "<!-- timing-value: x.launch median -->")[0]
+    assert "Host-bound: " in render(build, "<!-- timing-value: x.launch median -->")[0]
     table, _ = render(build, "<!-- timing-table: x.launch columns=median,peak_bytes -->")
     row = next(line for line in table.splitlines() if line.startswith("| Launch"))
     assert row.count("host-bound") == 1 and row.endswith("| 616 MiB |"), row
