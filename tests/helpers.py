@@ -189,20 +189,32 @@ def torchrun_env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(ROOT), **extra}
 
 
-def run_on_ranks(worker, backend: str, n: int, out, timeout: float) -> list[dict]:
-    """Run a test file as the worker of n ranks under torchrun (`python worker OUT_DIR`, each rank
-    writing OUT_DIR/rank<N>.json) and return what each rank saw. gloo hides the GPUs, so the
+def run_on_ranks(worker, backend: str, n: int, out, timeout: float, *args: str) -> list[dict]:
+    """Run a test file as the worker of n ranks under torchrun (`python worker OUT_DIR [ARGS]`,
+    each rank writing OUT_DIR/rank<N>.json) and return what each rank saw. gloo hides the GPUs, so the
     script takes the CPU path even on a GPU machine; the ranks must report the backend asked
     for (NCCL ran on GPUs, not on a fallback)."""
     env = torchrun_env(**({"CUDA_VISIBLE_DEVICES": ""} if backend == "gloo" else {}))
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-         str(n), Path(worker).resolve(), out],
+         str(n), Path(worker).resolve(), out, *args],
         cwd=out, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     seen = [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(n)]
     assert {s["backend"] for s in seen} == {backend}
     return seen
+
+
+def four_ranks_and_pairs(worker, out, timeout: float) -> dict:
+    """One launch of 4 gloo processes that checks 4 ranks and 2: `python worker OUT_DIR pairs`,
+    each rank running the checks once on the group of 4, then again in a pair (ranks 0 and 1,
+    ranks 2 and 3: the last dimension of a 2 x 2 mesh), writing the pair's under "pair". A
+    second launch for 2 ranks would cost a torchrun and 2 more Pythons importing torch (10-13
+    CPU-seconds in each several-GPUs file). Returns {4: the 4 ranks' view, 2: the first pair's,
+    "second pair": the other pair's, which ran the same checks beside it}."""
+    seen = run_on_ranks(worker, "gloo", 4, out, timeout, "pairs")
+    return {4: seen, 2: [r["pair"] for r in seen[:2]],
+            "second pair": [r["pair"] for r in seen[2:]]}
 
 
 def within(seconds: float, call):

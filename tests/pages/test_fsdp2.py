@@ -2,7 +2,8 @@
 FSDP2 (`fully_shard`) with gloo on the CPU in CI, with NCCL on two GPUs on the GPU machine.
 
 This file is also the worker for the per-rank checks (`python tests/pages/test_fsdp2.py OUT_DIR`
-under torchrun): each rank writes what it saw to OUT_DIR/rank<N>.json.
+under torchrun): each rank writes what it saw to OUT_DIR/rank<N>.json, then the same two ranks save
+the checkpoints that `load` (`python tests/pages/test_fsdp2.py load OUT_DIR`) resumes on 1 and 4.
 """
 
 import json
@@ -50,11 +51,18 @@ def test_script_trains_sharded_and_saves_a_checkpoint_per_epoch(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ranks(tmp_path_factory):
+def two_ranks(tmp_path_factory):
+    """One launch of two ranks (each a Python importing torch: seconds of CPU): the per-rank
+    checks, then the saves that `resumed` loads on another number of ranks. Its folder."""
     out = tmp_path_factory.mktemp("fsdp-ranks")
     result = torchrun(Path(__file__).resolve(), out, cwd=out)
     assert result.returncode == 0, result.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def ranks(two_ranks):
+    return [json.loads((two_ranks / f"rank{r}.json").read_text()) for r in range(2)]
 
 
 def test_the_model_is_built_on_the_meta_device_and_each_rank_fills_its_own_rows(ranks):
@@ -117,16 +125,19 @@ def test_mixed_precision_policy_halves_the_all_gathers_only(ranks):
 
 
 @pytest.fixture(scope="module")
-def resumed(tmp_path_factory):
-    """Saved on 2 ranks (dcp.save and dcp.async_save), then loaded on 1 and on 4: what each
-    rank of each load saw, {n: [rank 0's, ...]}."""
-    out = tmp_path_factory.mktemp("fsdp-resume")
-    worker = Path(__file__).resolve()
-    result = torchrun(worker, "save", out, cwd=out)
-    assert result.returncode == 0, result.stderr[-3000:]
+def resumed(two_ranks):
+    """Saved on 2 ranks (dcp.save and dcp.async_save, by the launch of `two_ranks`), then
+    loaded on 1 and on 4: what each rank of each load saw, {n: [rank 0's, ...]}. One process
+    runs as a group of one, as the page's script does without torchrun (a notebook)."""
+    out, worker = two_ranks, Path(__file__).resolve()
     found = {}
     for n in (1, 4):
-        result = torchrun(worker, "load", out, cwd=out, processes=n)
+        if n == 1:
+            result = subprocess.run([sys.executable, worker, "load", out], cwd=out,
+                                    env=torchrun_env(), capture_output=True, text=True,
+                                    timeout=TIMEOUT)
+        else:
+            result = torchrun(worker, "load", out, cwd=out, processes=n)
         assert result.returncode == 0, result.stderr[-3000:]
         found[n] = [json.loads((out / f"load{n}-rank{r}.json").read_text()) for r in range(n)]
     return found
@@ -460,9 +471,10 @@ def rank_checks(out_dir):
 
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(seen, f)
+    return device
 
 
-# --- Checkpoints on another number of ranks: the worker's `save` and `load` modes ------------------
+# --- Checkpoints on another number of ranks: saved after the checks, then the `load` mode ---------
 
 def _full_state(model, optimizer):
     """Model and optimizer state, whole, as {name: tensor} on the CPU (a collective)."""
@@ -476,17 +488,16 @@ def _full_state(model, optimizer):
     return {k: v.detach().cpu().clone() for k, v in flat.items()}
 
 
-def save_on_ranks(out_dir):
-    """2 ranks train two steps, then save: once with dcp.save, once with dcp.async_save while
-    the parameters change right after the call (training going on); OUT/saved.pt keeps the
-    state both should hold."""
+def save_on_ranks(out_dir, device):
+    """2 ranks (in their group, after the checks) train two steps, then save: once with
+    dcp.save, once with dcp.async_save while the parameters change right after the call
+    (training going on); OUT/saved.pt keeps the state both should hold."""
     import torch
     import torch.distributed as dist
 
     from snippets.several_gpus import ddp_with_torchrun as ddp
     from snippets.several_gpus import fsdp2
 
-    device = fsdp2.start()
     rank = dist.get_rank()
     model = fsdp2.build_sharded(ddp.make_model, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
@@ -546,10 +557,9 @@ if __name__ == "__main__":
 
     import torch.distributed as dist
 
-    mode = {"save": save_on_ranks, "load": load_on_ranks}.get(sys.argv[1])
-    if mode is None:
-        rank_checks(sys.argv[1])
-    else:
-        mode(sys.argv[2])
+    if sys.argv[1] == "load":
+        load_on_ranks(sys.argv[2])
+    else:  # the checks, then the checkpoints that `load` resumes, in one launch
+        save_on_ranks(sys.argv[1], rank_checks(sys.argv[1]))
     gc.collect()  # free DDP's and FSDP's reference cycles before leaving, as the page's scripts do
     dist.destroy_process_group()

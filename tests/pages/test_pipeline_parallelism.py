@@ -3,7 +3,11 @@ torchrun: torch.distributed.pipelining with gloo on the CPU in CI, with NCCL whe
 a GPU for every process; and against every recorded run of its benchmarks.
 
 This file is also the worker for the per-rank checks (`python tests/pages/test_pipeline_parallelism.py
-OUT_DIR` under torchrun): each rank writes what it saw to OUT_DIR/rank<N>.json.
+OUT_DIR [pairs]` under torchrun): each rank writes what it saw to OUT_DIR/rank<N>.json. With
+`pairs` (gloo, 4 processes) each rank also runs the checks a second time, as a stage of one of two
+2-rank pipelines, the "pp" dimension of a 2 x 2 mesh (the snippet builds its stages on a mesh's
+"pp" dimension as on a 1-D mesh): one launch of 4 CPU processes checks 2 ranks and 4, instead of a
+second launch (a torchrun and 2 Pythons importing torch: about 10 CPU-seconds).
 """
 
 import gc
@@ -14,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RANK_PROCESSES, process_id, run_on_ranks, run_python
+from tests.helpers import RANK_PROCESSES, four_ranks_and_pairs, process_id, run_on_ranks, run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
@@ -38,13 +42,26 @@ def microbatches_for(schedule, ranks):
     return 4 if schedule in SINGLE else max(4, 2 * ranks)
 
 
+_gloo_launch = {}  # the one launch of 4 gloo processes, for n = 4 and its pairs for n = 2
+
+
 @pytest.fixture(scope="module", params=PROCESSES, ids=process_id)
 def ranks(request, tmp_path_factory):
-    """What each of n ranks saw: n = 2 and 4 CPU processes (gloo), and as many GPUs (NCCL)
-    where the machine has them (the others are skipped, and listed by make test-gpu)."""
+    """What each of n ranks saw: n = 2 and 4 CPU processes (gloo: one launch of 4, whose first
+    pair of ranks is the 2-rank pipeline), and as many GPUs (NCCL) where the machine has them
+    (the others are skipped, and listed by make test-gpu)."""
     backend, n = request.param
-    out = tmp_path_factory.mktemp(f"pp-{backend}-{n}")
-    return run_on_ranks(__file__, backend, n, out, TIMEOUT)
+    if backend != "gloo":
+        out = tmp_path_factory.mktemp(f"pp-{backend}-{n}")
+        return run_on_ranks(__file__, backend, n, out, TIMEOUT)
+    if not _gloo_launch:
+        out = tmp_path_factory.mktemp("pp-gloo-4-and-pairs")
+        _gloo_launch.update(four_ranks_and_pairs(__file__, out, TIMEOUT))
+        # ranks 2 and 3 ran the same pipelines beside ranks 0 and 1: they saw the same
+        first, second = ([{k: r[k] for k in SINGLE + MULTI} for r in _gloo_launch[pair]]
+                         for pair in (2, "second pair"))
+        assert second == first, (first, second)
+    return _gloo_launch[n]
 
 
 @pytest.mark.parametrize("schedule", SINGLE + MULTI)
@@ -271,14 +288,15 @@ def test_1f1b_peaks_lower_than_gpipe_with_16_micro_batches(measured_where, gpus)
 
 # --- The worker ----------------------------------------------------------------------------------
 
-def rank_checks(out_dir):
+def checks_on(mesh, device):
+    """What this rank sees as a stage of the pipelines over `mesh` (a 1-D mesh, or the "pp"
+    dimension of a larger one)."""
     import torch
     import torch.distributed as dist
 
     from snippets.several_gpus import pipeline_parallelism as pp
 
-    mesh, device = pp.start_mesh(names=("pp",))
-    n = mesh.size()
+    n, group = mesh.size(), mesh.get_group()
     seen = {name: pp.compare_with_unsplit(getattr(pp, name), mesh, device,
                                           microbatches_for(name, n),
                                           1 if name in SINGLE else 2)
@@ -286,11 +304,26 @@ def rank_checks(out_dir):
     stages, run = pp.build_pipeline(pp.make_model(), mesh, device, 4)
     x, y = torch.randn(32, 256, device=device), torch.randn(32, 256, device=device)
     seen["idle_parts"] = []
-    for spans in pp.profiled_steps(lambda: pp.pipeline_step(stages, run, x, y), 2, device):
+    for spans in pp.profiled_steps(lambda: pp.pipeline_step(stages, run, x, y), 2, device,
+                                   group):
         everyone = [None] * n
-        dist.all_gather_object(everyone, spans)
+        dist.all_gather_object(everyone, spans, group=group)
         seen["idle_parts"].append(pp.idle_parts(everyone)[mesh.get_local_rank()])
     seen["backend"] = dist.get_backend()
+    return seen
+
+
+def rank_checks(out_dir, pairs=False):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from snippets.several_gpus import pipeline_parallelism as pp
+
+    mesh, device = pp.start_mesh(names=("pp",))
+    seen = checks_on(mesh, device)
+    if pairs:  # two pipelines of 2 stages: ranks 0 and 1, ranks 2 and 3
+        two_by_two = init_device_mesh(device.type, (2, 2), mesh_dim_names=("dp", "pp"))
+        seen["pair"] = checks_on(two_by_two["pp"], device)
     with open(os.path.join(out_dir, f"rank{dist.get_rank()}.json"), "w") as f:
         json.dump(seen, f)
     # freed at exit instead, gloo's threads abort Python one run in two (torch 2.13, CPU)
@@ -299,4 +332,4 @@ def rank_checks(out_dir):
 
 
 if __name__ == "__main__":
-    rank_checks(sys.argv[1])
+    rank_checks(sys.argv[1], pairs=sys.argv[2:] == ["pairs"])

@@ -3,7 +3,10 @@ torchrun: DTensor and tensor parallelism with gloo on the CPU in CI, with NCCL w
 has a GPU for every process.
 
 This file is also the worker for the per-rank checks (`python tests/pages/test_tensor_parallelism.py
-OUT_DIR` under torchrun): each rank writes what it saw to OUT_DIR/rank<N>.json.
+OUT_DIR [pairs]` under torchrun): each rank writes what it saw to OUT_DIR/rank<N>.json. With
+`pairs` (gloo, 4 processes) each rank also runs the checks a second time in one of two 2-rank
+groups, the "tp" dimension of a 2 x 1 x 2 mesh (its 1 x 2 "dp" x "tp" part for FSDP2 + TP, as
+on 2 processes): one launch of 4 CPU processes checks 2 ranks and 4 (tests.helpers.four_ranks_and_pairs).
 """
 
 import gc
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RANK_PROCESSES, process_id, run_on_ranks
+from tests.helpers import RANK_PROCESSES, four_ranks_and_pairs, process_id, run_on_ranks
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
@@ -36,13 +39,24 @@ CLAIMS = {
 }
 
 
+_gloo_launch = {}  # the one launch of 4 gloo processes, for n = 4 and its pairs for n = 2
+
+
 @pytest.fixture(scope="module", params=PROCESSES, ids=process_id)
 def ranks(request, tmp_path_factory):
-    """What each of n ranks saw: n = 2 and 4 CPU processes (gloo), and as many GPUs (NCCL)
-    where the machine has them (the others are skipped, and listed by make test-gpu)."""
+    """What each of n ranks saw: n = 2 and 4 CPU processes (gloo: one launch of 4, whose first
+    pair of ranks is the 2-rank group), and as many GPUs (NCCL) where the machine has them (the
+    others are skipped, and listed by make test-gpu)."""
     backend, n = request.param
-    out = tmp_path_factory.mktemp(f"tp-{backend}-{n}")
-    return run_on_ranks(__file__, backend, n, out, TIMEOUT)
+    if backend != "gloo":
+        out = tmp_path_factory.mktemp(f"tp-{backend}-{n}")
+        return run_on_ranks(__file__, backend, n, out, TIMEOUT)
+    if not _gloo_launch:
+        out = tmp_path_factory.mktemp("tp-gloo-4-and-pairs")
+        _gloo_launch.update(four_ranks_and_pairs(__file__, out, TIMEOUT))
+        # ranks 2 and 3 ran the same checks beside ranks 0 and 1: they saw the same
+        assert _gloo_launch["second pair"] == _gloo_launch[2], _gloo_launch
+    return _gloo_launch[n]
 
 
 @pytest.mark.parametrize("plan", ["tensor_parallel", "sequence_parallel"])
@@ -139,14 +153,15 @@ def test_sequence_parallelism_is_slower_and_no_lighter_on_one_block(measured, gp
 
 # --- The worker ----------------------------------------------------------------------------------
 
-def rank_checks(out_dir):
+def checks_on(mesh, mesh_2d, device):
+    """What this rank sees in the group of `mesh` (1-D, "tp"), and training under FSDP2 + TP
+    on `mesh_2d` ("dp" x "tp", over the same ranks)."""
     import torch
     import torch.distributed as dist
 
     from snippets.several_gpus import tensor_parallelism as tp
 
-    mesh, device = tp.start_mesh()
-    rank, n = dist.get_rank(), dist.get_world_size()
+    rank, n = mesh.get_local_rank(), mesh.size()
     seen = {"tour": tp.dtensor_tour(mesh),
             "tensor_parallel": tp.compare_with_one_device(tp.tensor_parallel, mesh, device),
             "sequence_parallel": tp.compare_with_one_device(tp.sequence_parallel, mesh, device,
@@ -164,10 +179,25 @@ def rank_checks(out_dir):
                                   mine.contiguous())}
     seen["held"] = tp.what_this_rank_holds(tp.tensor_parallel(tp.Block().to(device), mesh))
     seen["held_sp"] = tp.what_this_rank_holds(tp.sequence_parallel(tp.Block().to(device), mesh))
-    mesh_2d = tp.init_device_mesh(device.type, (n // 2, 2), mesh_dim_names=("dp", "tp"))
     seen["two_d"] = tp.train_step_2d(mesh_2d, device)
     seen["backend"] = dist.get_backend()
-    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+    return seen
+
+
+def rank_checks(out_dir, pairs=False):
+    import torch.distributed as dist
+
+    from snippets.several_gpus import tensor_parallelism as tp
+
+    mesh, device = tp.start_mesh()
+    n = dist.get_world_size()
+    seen = checks_on(mesh, tp.init_device_mesh(device.type, (n // 2, 2),
+                                               mesh_dim_names=("dp", "tp")), device)
+    if pairs:  # ranks 0 and 1, ranks 2 and 3; FSDP2 + TP on 1 x 2 as on 2 processes
+        three_d = tp.init_device_mesh(device.type, (2, 1, 2),
+                                      mesh_dim_names=("pair", "dp", "tp"))
+        seen["pair"] = checks_on(three_d["tp"], three_d["dp", "tp"], device)
+    with open(os.path.join(out_dir, f"rank{dist.get_rank()}.json"), "w") as f:
         json.dump(seen, f)
     # freed at exit instead, gloo's threads abort Python one run in two (torch 2.13, CPU)
     gc.collect()
@@ -175,4 +205,4 @@ def rank_checks(out_dir):
 
 
 if __name__ == "__main__":
-    rank_checks(sys.argv[1])
+    rank_checks(sys.argv[1], pairs=sys.argv[2:] == ["pairs"])

@@ -1,7 +1,9 @@
 """Every snippet module follows the conventions and runs as `python -m` in a fresh interpreter."""
 
 import ast
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +22,8 @@ def run_by_its_notebook(path) -> str | None:
 
     That is: every statement is in a section (fieldguide.snippets.code_outside_sections), or
     imports from another snippet names that the same page's sections of that snippet define
-    before this module's (the notebook defines them there); one page shows every section once
+    before it shows this module's sections that follow the import in the file (the notebook
+    defines them there, before the code that can use them); one page shows every section once
     (its notebook has those cells in page order: tests/site/test_notebooks.py checks it and
     runs it; a whole file shown beside them, a script to download, is not run again there);
     that page needs as many GPUs as the module, so its notebook runs wherever the module
@@ -47,17 +50,40 @@ def run_by_its_notebook(path) -> str | None:
         if sorted(shown) != sorted(in_order) \
                 or gpus_needed_by(ROOT, markdown) != gpus_needed(path):
             continue
-        before = shown_on_page[:[p for p, _ in shown_on_page].index(rel(path))]
-        if all(_defined_before(line, before) for line in code_outside_sections(path)):
+        if all(_defined_before(line, _shown_before(line, path, shown_on_page), path)
+               for line in code_outside_sections(path)):
             return rel(page)
     return None
 
 
-def _defined_before(outside: str, before: list[tuple[str, str | None]]) -> bool:
-    """Whether a statement outside the sections ("line N: code") is `from snippets.x import
-    a, b` where the sections shown before (`before`, a page's includes) define a and b."""
+_START = re.compile(r"^\s*# --8<-- \[start:([\w-]+)\]\s*$")
+
+
+def _shown_before(outside: str, path, shown_on_page: list[tuple[str, str | None]]) -> list:
+    """The includes a page shows before the first of `path`'s sections that come after the
+    statement `outside` ("line N: code") in the file: what the notebook has run by the time it
+    reaches code that the statement's names can serve (the whole page when no section follows
+    it, or when the page shows the whole file)."""
+    line = int(outside.split(":", 1)[0].removeprefix("line "))
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    following = {m[1] for number, text in enumerate(lines, 1)
+                 if number > line and (m := _START.match(text))}
+    first = [i for i, (p, section) in enumerate(shown_on_page)
+             if p == rel(path) and (section is None or section in following)]
+    return shown_on_page[:first[0]] if first else shown_on_page
+
+
+def _defined_before(outside: str, before: list[tuple[str, str | None]], path=None) -> bool:
+    """Whether a statement outside the sections ("line N: code", the whole statement read from
+    `path` when given: an import may span lines) is `from snippets.x import a, b` where the
+    sections shown before (`before`, a page's includes) define a and b."""
     try:
-        (node,) = ast.parse(outside.split(": ", 1)[1]).body
+        if path is None:
+            (node,) = ast.parse(outside.split(": ", 1)[1]).body
+        else:
+            line = int(outside.split(":", 1)[0].removeprefix("line "))
+            (node,) = [n for n in ast.walk(ast.parse(Path(path).read_text(encoding="utf-8")))
+                       if isinstance(n, ast.stmt) and n.lineno == line]
     except (SyntaxError, ValueError):
         return False
     if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("snippets."):
@@ -112,13 +138,39 @@ def test_runs_as_module(path):
     assert result.stdout.strip(), "a snippet run prints what the page says it prints"
 
 
-@pytest.mark.fresh_interpreter
+IMPORT_EACH = """import importlib, json, sys, traceback
+failed = {}
+for name in sys.argv[2:]:
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        failed[name] = traceback.format_exc()
+with open(sys.argv[1], "w", encoding="utf-8") as out:
+    json.dump(failed, out)
+"""
+
+
+@pytest.fixture(scope="module")
+def imported_in_file_order(request, tmp_path_factory):
+    """{module: its import's traceback} for every module whose test_imports_in_file_order this
+    session runs (not skipped), imported one after another in one fresh interpreter: each
+    module runs its own code in its own namespace, in file order, whatever was imported before
+    it, and torch is imported once instead of once per module (2 CPU-seconds each)."""
+    names = [module_name(item.callspec.params["path"]) for item in request.session.items
+             if getattr(item, "originalname", None) == "test_imports_in_file_order"
+             and item.get_closest_marker("skip") is None]
+    out = tmp_path_factory.mktemp("imports") / "failed.json"
+    result = run_python(["-c", IMPORT_EACH, str(out), *names])
+    assert result.returncode == 0 and out.is_file(), result.stderr[-3000:]
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.snippet(rel(p)))
                                   for p in IN_ANOTHER_ORDER], ids=rel)
-def test_imports_in_file_order(path):
+def test_imports_in_file_order(path, imported_in_file_order):
     """Its notebook runs every line in the page's order; the file's own order must work too."""
-    result = run_python(["-c", f"import {module_name(path)}"])
-    assert result.returncode == 0, f"import {module_name(path)} failed:\n{result.stderr}"
+    failed = imported_in_file_order.get(module_name(path))
+    assert failed is None, f"import {module_name(path)} failed:\n{failed}"
 
 
 WORKBOOK_MODULES = {p: rel(page) for page in pages()
@@ -178,6 +230,10 @@ def test_a_training_script_runs_once_per_kind_of_check():
     notebooks run every line, so `python -m` does not train them a second time (their pages'
     tests train them under torchrun, on two processes)."""
     for name in ("ddp_with_torchrun", "fsdp2", "all_reduce_bandwidth"):
+        assert f"snippets/several_gpus/{name}.py" in RUN_BY_A_NOTEBOOK, name
+    # Their pages show start_mesh (tensor_parallelism.py) right before the module's `main`, the
+    # one section after the import in the file; composing.py's import spans lines
+    for name in ("pipeline_parallelism", "scaling", "composing"):
         assert f"snippets/several_gpus/{name}.py" in RUN_BY_A_NOTEBOOK, name
     assert _defined_before("line 3: from snippets.several_gpus.ddp_with_torchrun import start",
                            [("snippets/several_gpus/ddp_with_torchrun.py", "setup")])

@@ -23,9 +23,13 @@ def test_every_way_the_suite_starts_a_group_is_a_case():
                                  "slurm-job"}
 
 
-def test_one_launch_of_the_exercises_case_passes_and_is_recorded(tmp_path):
+def test_one_run_of_the_exercises_case_launches_it_scale_times_passes_and_is_recorded(
+        tmp_path, monkeypatch):
+    """At a scale of 2, not the 20 launches per run that `make stress` makes of it: what this
+    checks is the counting and the record, not the race (which takes hundreds of launches)."""
+    monkeypatch.setattr(stress, "SCALE", {"exercises-fork": 2})
     found = stress.stress(["exercises-fork"], 1, log=lambda line: None)
-    assert found["exercises-fork"]["launches"] == stress.SCALE["exercises-fork"]
+    assert found["exercises-fork"]["launches"] == 2
     assert found["exercises-fork"]["failures"] == 0
     stress.record({"phases": {"alone": found}}, tmp_path / "stress.json")
     stress.record({"phases": {}}, tmp_path / "stress.json")
