@@ -12,6 +12,8 @@ import math
 
 import pytest
 
+pytest.importorskip("markdown")  # fieldguide.calculators is a Markdown extension: docs toolchain
+
 from fieldguide import calculators
 from snippets.start_here import will_it_fit as est
 from tests.browser.test_site_browser import (  # noqa: F401 (fixtures)

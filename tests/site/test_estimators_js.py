@@ -13,6 +13,8 @@ import subprocess
 
 import pytest
 
+pytest.importorskip("markdown")  # fieldguide.calculators is a Markdown extension: docs toolchain
+
 from fieldguide import calculators, pyjs
 from snippets.start_here import will_it_fit as est
 
