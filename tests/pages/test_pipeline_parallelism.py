@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.helpers import RANK_PROCESSES, four_ranks_and_pairs, process_id, run_on_ranks, run_python
 
@@ -42,6 +43,14 @@ def microbatches_for(schedule, ranks):
     return 4 if schedule in SINGLE else max(4, 2 * ranks)
 
 
+# torch 2.11's pipelining over gloo fails its first point-to-point exchange on the second rank
+# ("Pair is not connected", gloo's pair.cc; reproduced on CPU processes with torch 2.11, with
+# TORCH_GLOO_LAZY_INIT 0 or 1); torch 2.13, what CI installs and the page teaches, passes. The GPU
+# machine's torch 2.11 runs these checks over NCCL on its GPUs instead.
+GLOO_P2P_BROKEN = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13)
+GLOO_P2P_REASON = ("gloo point-to-point in torch 2.11's pipelining fails ('Pair is not "
+                   "connected'); torch 2.13 (CI) runs the gloo ranks, NCCL runs them on GPUs")
+
 _gloo_launch = {}  # the one launch of 4 gloo processes, for n = 4 and its pairs for n = 2
 
 
@@ -54,6 +63,8 @@ def ranks(request, tmp_path_factory):
     if backend != "gloo":
         out = tmp_path_factory.mktemp(f"pp-{backend}-{n}")
         return run_on_ranks(__file__, backend, n, out, TIMEOUT)
+    if GLOO_P2P_BROKEN:
+        pytest.skip(GLOO_P2P_REASON)
     if not _gloo_launch:
         out = tmp_path_factory.mktemp("pp-gloo-4-and-pairs")
         _gloo_launch.update(four_ranks_and_pairs(__file__, out, TIMEOUT))
@@ -155,6 +166,8 @@ def test_the_benchmarks_measure_on_cpu_processes():
     """The benchmark's per-rank work (prepare, steps, profiled steps, the stages alone) and its
     summary, on 2 CPU processes with gloo and a small model: GPipe, and ZB-V's two stages per
     rank."""
+    if GLOO_P2P_BROKEN:
+        pytest.skip(GLOO_P2P_REASON)
     code = """
 from benchmarks import ranks
 from benchmarks import bench_pipeline_parallelism as bench
