@@ -21,6 +21,8 @@ def run_or_dump(step, path="oom_snapshot.pickle", max_entries=100_000):
     write a snapshot to `path`, then raise the error again. A recording the caller
     started is used as it is, and left on."""
     cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.init()  # the allocator exists only once CUDA is set up
     ours = cuda and not torch._C._cuda_isHistoryEnabled()  # not recording yet
     if ours:
         torch.cuda.memory._record_memory_history(max_entries=max_entries)

@@ -123,6 +123,7 @@ def test_run_or_dump_leaves_the_callers_recording_as_it_found_it(tmp_path, monke
         state["on"] = enabled is not None
 
     monkeypatch.setattr(snap, "device", torch.device("cuda", 0))
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)  # no CUDA here to set up
     monkeypatch.setattr(torch._C, "_cuda_isHistoryEnabled", lambda: state["on"],
                         raising=False)
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", record)
