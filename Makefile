@@ -52,7 +52,7 @@ zensical: $(VENV)/.docs ## Build the site with Zensical into site/ (the check of
 	$(PY) -m zensical build --clean
 
 build-benchmark: $(VENV)/.docs ## Time cold and warm builds (MkDocs strict, Zensical) of a fresh copy of the tree
-	$(PY) -m fieldguide.build_benchmark
+	$(PY) -m fieldguide.authoring.build_benchmark
 
 # Chromium's headless shell: the browser test takes a tenth less CPU in it than in the full
 # chromium (tests/browser/test_site_browser.py, CHROMIUM_NAMES). Where apt-get cannot install
@@ -94,7 +94,7 @@ lint: $(VENV)/.test ## Ruff over the code, snippets and tests
 # children, timeouts and the browser, so two cores run two at once), then those alone, since
 # they bound or compare times measured live. Both halves run whatever the first gave.
 # --dist worksteal: each worker starts on its share of the queue, long tests first and then
-# those that share a module fixture (fieldguide/pytest_plugin.py), and an idle worker takes
+# those that share a module fixture (fieldguide/measuring/pytest_plugin.py), and an idle worker takes
 # tests from the end of a busy one's: with whole files as units (--dist loadfile) one worker
 # ran the notebooks' file alone at the end (2026-11-26: 842 s, against 875 CPU-seconds of work
 # for two cores). A module fixture whose tests get split runs once in each worker: none writes
@@ -144,16 +144,16 @@ stress: $(SETUP) slurm ## Launch every multi-process case STRESS_RUNS times, alo
 
 # One page's loop: its notebook current, ruff on its files, a strict build of the site beside its
 # tests, its snippets and its notebook, then the checks of the built site about it
-# (fieldguide/check.py). Several pages: PAGE="docs/a/b.md docs/c/d.md", one build.
+# (fieldguide/authoring/check.py). Several pages: PAGE="docs/a/b.md docs/c/d.md", one build.
 check: $(SETUP) ## One page's loop (target 90 s): make check PAGE=docs/execution/streams.md
 	@[ -n "$(PAGE)" ] || { echo "usage: make check PAGE=docs/<chapter>/<page>.md" >&2; exit 2; }
-	$(PY) -m fieldguide.check $(PAGE)
+	$(PY) -m fieldguide.authoring.check $(PAGE)
 
 # Tests marked `timed` assert a speed-up or a time bound measured live, and tests marked
 # `whole_gpu` read or fill the whole GPU's memory: both run alone, after the rest. The rest run
 # first, in parallel where pytest-xdist is installed (GPU_WORKERS processes; a module-scoped
 # fixture then runs once in each worker that gets a test of its module). The long tests start
-# first (fieldguide/pytest_plugin.py) and an idle worker takes tests queued for a busy one
+# first (fieldguide/measuring/pytest_plugin.py) and an idle worker takes tests queued for a busy one
 # (--dist worksteal), so the run does not end waiting on one worker.
 # One worker per 9 GiB of GPU memory, at most 12 (of the machines' 16 cores): 8 on an H100,
 # where the parallel half kept under 32 GB in use (four runs, 2026-11-24).
@@ -191,7 +191,7 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU
 	wait $$first || status=1; rm -f $$ended; \
 	exit $$status
 
-# What a change needs measured on this GPU machine, in one device call (fieldguide/gpu_round.py):
+# What a change needs measured on this GPU machine, in one device call (fieldguide/measuring/gpu_round.py):
 # timing runs of what is new, stale or short of three runs from two leases (at most two from this
 # lease), the outputs of pages whose blocks have none here, and `make test-gpu`, each step started
 # only while GPU_ROUND_BUDGET seconds have room. ROUND_ARCHIVE=path packs what it wrote;
@@ -199,29 +199,29 @@ test-gpu: ## On a CUDA machine: the whole suite with its python3; fails if a GPU
 STEPS ?= timings,outputs   # test-gpu in a call of its own: STEPS=test-gpu
 GPU_ROUND_BUDGET ?= 570
 gpu-round: ## On a CUDA machine: stale/short timing runs and missing outputs (STEPS=test-gpu: the tests), inside one call's budget
-	$(GPU_PYTHON) -m fieldguide.gpu_round --steps $(STEPS) --budget $(GPU_ROUND_BUDGET) \
+	$(GPU_PYTHON) -m fieldguide.measuring.gpu_round --steps $(STEPS) --budget $(GPU_ROUND_BUDGET) \
 	  $(if $(ROUND_ARCHIVE),--archive $(ROUND_ARCHIVE)) $(if $(ONLY),--only $(ONLY))
 
-# One notebook at a time, with the GPU to itself (fieldguide/record_outputs.py refuses otherwise).
+# One notebook at a time, with the GPU to itself (fieldguide/notebooks/record_outputs.py refuses otherwise).
 outputs: ## On a CUDA machine: record what each page's code prints where its blocks have no output here (ALL=1: every page)
-	$(GPU_PYTHON) -m fieldguide.record_outputs $(if $(ALL),--all)
+	$(GPU_PYTHON) -m fieldguide.notebooks.record_outputs $(if $(ALL),--all)
 
 # STALE=1: only the benchmarks this machine's GPU has never measured, or whose code changed since.
 timings: ## On a CUDA machine: run the benchmarks and add the run to timings/<machine>/ (STALE=1: only stale or new ones)
-	$(GPU_PYTHON) -m fieldguide.timing_run $(if $(STALE),--stale)
+	$(GPU_PYTHON) -m fieldguide.measuring.timing_run $(if $(STALE),--stale)
 
-timings-list: ## List benchmark names (for `python3 -m fieldguide.timing_run --only NAME`)
-	$(GPU_PYTHON) -m fieldguide.timing_run --list
+timings-list: ## List benchmark names (for `python3 -m fieldguide.measuring.timing_run --only NAME`)
+	$(GPU_PYTHON) -m fieldguide.measuring.timing_run --list
 
 timings-report: $(VENV)/.docs ## How the kept runs agree: runs per GPU, benchmarks whose runs disagree by >20%
-	$(PY) -m fieldguide.report
+	$(PY) -m fieldguide.measuring.report
 
 # Standard library only: both work on a fresh clone, before any setup.
 notebooks: ## Regenerate notebooks/ from the pages; commit them (`make test` and the build check them)
 	python3 -m fieldguide.notebooks
 
 new-page: ## Scaffold a page: make new-page CHAPTER=data_movement TOPIC=caching_allocator [DRAFT=1]
-	python3 -m fieldguide.scaffold $(if $(DRAFT),--draft) "$(CHAPTER)" "$(TOPIC)"
+	python3 -m fieldguide.authoring.scaffold $(if $(DRAFT),--draft) "$(CHAPTER)" "$(TOPIC)"
 
 # Mermaid draws the diagrams in the browser. The site works offline, so its MIT-licensed
 # dist/mermaid.min.js is committed under docs/assets/javascripts/ (overrides/main.html loads it on

@@ -3,7 +3,7 @@ import os
 
 import torch
 
-pytest_plugins = ["fieldguide.pytest_plugin"]
+pytest_plugins = ["fieldguide.measuring.pytest_plugin"]
 
 # Without a GPU, every Triton kernel runs in Triton's interpreter. Triton reads TRITON_INTERPRET
 # once, when triton.language is first imported, and in a whole run some page's torch.compile or

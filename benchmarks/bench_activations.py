@@ -14,7 +14,7 @@ from snippets.precision import activations as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/precision/activations.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "forward_backward": "{activation}, forward and backward, {elements} float32 values",
     "copy": "Device-to-device copy of {elements} float32 values",

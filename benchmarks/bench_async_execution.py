@@ -14,7 +14,7 @@ from snippets.execution import async_execution as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/execution/async_execution.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "queue[launch]": "{kernels} matrix products: until `launch` returns",
     "queue[launch-and-wait]": "{kernels} matrix products: until they are finished",
@@ -27,7 +27,7 @@ LABELS = {
 }
 WORDS = {"cached": "from PyTorch's cache", "fresh": "by growing the pool (`cudaMalloc`)"}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "queue[launch]": "Python and kernel launches",
@@ -52,7 +52,7 @@ def bench_queue(benchmark, what):
 def bench_queue_timeline(benchmark, tmp_path):
     """The ten products of queue[launch-and-wait] under torch.profiler, for the host-queue
     figure: when each launch ran on the CPU, each product on the GPU, and the synchronize, as
-    extra_info["timeline"] (fieldguide.diagrams.timeline_from_trace). The committed runs hold
+    extra_info["timeline"] (fieldguide.rendering.diagrams.timeline_from_trace). The committed runs hold
     only queue's two totals. The profiler adds its own cost to every launch, so the launches here
     are slower than queue[launch]'s; the time of a round is the GPU's work, as in
     queue[launch-and-wait]."""

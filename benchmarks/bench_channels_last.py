@@ -13,7 +13,7 @@ from snippets.precision import channels_last as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/precision/channels_last.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {"train_step": "Training step, {images} images of {image} × {image}, {layout}"}
 WORDS = {"contiguous": "NCHW (the default)", "channels_last": "`channels_last` (NHWC)"}
 

@@ -15,7 +15,7 @@ from snippets.foundations import cpu_vs_gpu as snippet
 pytestmark = pytest.mark.snippet("snippets/foundations/cpu_vs_gpu.py")
 gpu_only = pytest.mark.gpus(1)
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "device": "The GPU's figures, as the driver reports them",
     "tiny_op": "One operation on one number, {where}",
@@ -26,7 +26,7 @@ LABELS = {
 }
 WORDS = {"cpu": "CPU", "gpu": "GPU"}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "device": "Python asking the driver for the GPU's properties",

@@ -11,11 +11,11 @@ from snippets.execution import cuda_graphs as snippet
 
 pytestmark = pytest.mark.snippet("snippets/execution/cuda_graphs.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {"chain": "Chain of {ops} operations, {mode}"}
 WORDS = {"eager": "eager", "graph": "CUDA graph"}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "chain[eager-*]": "Python and kernel launches",

@@ -19,7 +19,7 @@ from snippets.first_steps import cupy_and_numpy as snippet
 
 pytestmark = pytest.mark.snippet("snippets/first_steps/cupy_and_numpy.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "matmul_cupy": "{n} × {n} product in {precision}, CuPy on the GPU",
     "matmul_numpy": "{n} × {n} product in {precision}, NumPy on {threads} CPU threads",
@@ -38,7 +38,7 @@ WORDS = {
     "pinned": "into a pinned array made once",
 }
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "matmul_numpy": "the host CPU's own work",

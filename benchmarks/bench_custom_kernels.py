@@ -21,7 +21,7 @@ from snippets.compilers import torch_compile
 
 pytestmark = [pytest.mark.snippet("snippets/compilers/custom_kernels.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "bias_gelu": "bias + GELU on 8192 x 4096 float32 values: {impl}",
     "softmax": "Softmax of {rows} x {cols} float32 values: {impl}",

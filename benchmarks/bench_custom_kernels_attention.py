@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.snippet("snippets/compilers/custom_kernels_attention.p
               pytest.mark.snippet("snippets/compilers/triton_kernels.py"),  # kernel_time
               pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {"attention": "Attention, 8 x 16 heads x {seq} tokens x 64, bfloat16: {impl}"}
 WORDS = {"compiled": "the formula, torch.compile",
          "unfused": "the formula, torch.compile without pattern rewrites",

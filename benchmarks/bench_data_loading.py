@@ -9,7 +9,7 @@ from snippets.data_movement import data_loading as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/data_movement/data_loading.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "loader": "One epoch of {items} items, `num_workers={num_workers}`",
     "first_batch": "First batch from a fresh loader, `num_workers={num_workers}`",
@@ -20,7 +20,7 @@ LABELS = {
 }
 WORDS = {}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "loader": "Python producing items, worker processes and page-locking",

@@ -15,7 +15,7 @@ from benchmarks import two_ranks
 pytestmark = pytest.mark.snippet("snippets/several_gpus/dataparallel_taken_apart.py",
                                  "benchmarks/two_ranks.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {"step": "`nn.DataParallel` on 2 GPUs: a training step of {batch_per_gpu} samples per GPU"}
 WORDS = {}
 

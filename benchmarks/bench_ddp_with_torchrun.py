@@ -22,7 +22,7 @@ from snippets.several_gpus import ddp_with_torchrun as ddp
 pytestmark = pytest.mark.snippet("snippets/several_gpus/ddp_with_torchrun.py",
                                  "snippets/several_gpus/ddp_timeline.py", "benchmarks/two_ranks.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "step[1gpu-4096]": "One GPU, no DDP: a training step of {batch_per_gpu} samples",
     "step[2gpus-4096]": "DDP on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",

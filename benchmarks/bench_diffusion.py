@@ -19,7 +19,7 @@ from snippets.case_studies import diffusion as snippet
 pytestmark = pytest.mark.snippet("snippets/case_studies/diffusion.py")
 GPU_ONLY = [pytest.mark.snippet("snippets/case_studies/diffusion_gpu.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "step": "{variant}, {grid} × {grid} grid",
     "copy_ceiling": "Device-to-device copy of the {grid} × {grid} grid (the ceiling)",
@@ -35,7 +35,7 @@ WORDS = {
     "copy": "copy (the ceiling)",
 }
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "step[numpy_seed-*]": "the host CPU's own work",

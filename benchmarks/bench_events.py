@@ -8,7 +8,7 @@ import torch
 
 pytestmark = pytest.mark.snippet("snippets/execution/events.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "record": "{ops} `record()` calls, `enable_timing={enable_timing}`",
     "query": "{ops} `query()` calls on a completed event",
@@ -23,7 +23,7 @@ LABELS = {
 }
 WORDS = {}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "record": "Python recording events",

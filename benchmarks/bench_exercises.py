@@ -24,7 +24,7 @@ from snippets.precision import exercises as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/precision/exercises.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "mlp": "Exercise 1, one training step: {version}, hidden width {hidden}, {dtype}",
     "loader": "Exercise 2, one epoch of {images} images: {version}, {loading}",
@@ -40,7 +40,7 @@ WORDS = {"before": "before", "after": "after", "autocast-only": "autocast alone"
              "`num_workers=4`, pinned memory, `non_blocking` copies"}
 
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "loader": "Python producing images, worker processes and page-locking batches",

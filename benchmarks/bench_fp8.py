@@ -14,7 +14,7 @@ from snippets.precision import fp8 as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/precision/fp8.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {"matmul": "{n} × {n} product: {description}"}
 WORDS = {}
 KINDS = {

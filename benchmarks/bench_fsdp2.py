@@ -22,7 +22,7 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/fsdp2.py",
                                  "snippets/several_gpus/ddp_with_torchrun.py",
                                  "snippets/several_gpus/ddp_timeline.py", "benchmarks/two_ranks.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {"step": "FSDP2 on 2 GPUs: a training step of {batch_per_gpu} samples per GPU",
           "checkpoint": "{mode} save of the sharded model and Adam's state, 2 GPUs"}
 WORDS = {"blocking": "`dcp.save` (blocking)", "async": "`dcp.async_save`"}

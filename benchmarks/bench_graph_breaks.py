@@ -21,7 +21,7 @@ from snippets.compilers import graph_breaks as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/compilers/graph_breaks.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "call": "{case}, {version}, 2^24 float32 values",
     "recompiles": "Compile and call on 4 lengths: {shapes}",

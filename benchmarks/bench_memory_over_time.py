@@ -11,7 +11,7 @@ from snippets.memory import memory_over_time as snippet
 
 pytestmark = pytest.mark.snippet("snippets/memory/memory_over_time.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "training_step": "One training step: 4 feed-forward blocks, {tokens} tokens of width "
                      "{width}, AdamW",

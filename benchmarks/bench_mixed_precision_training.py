@@ -22,7 +22,7 @@ from snippets.precision import mixed_precision_training as snippet
 pytestmark = [pytest.mark.snippet("snippets/precision/mixed_precision_training.py"),
               pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {"train_step": "{variant}: {description}"}
 WORDS = {}
 DESCRIPTIONS = {  # recorded with each benchmark, so the table says what each variant is

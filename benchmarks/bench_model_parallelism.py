@@ -13,7 +13,7 @@ from snippets.several_gpus import model_parallelism as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/several_gpus/model_parallelism.py"), pytest.mark.gpus(2)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "step[naive]": "Naive: all {batch} samples through GPU 0's half, then GPU 1's",
     "step": "Pipelined: {micro_batches} micro-batches of {micro_batch} samples",

@@ -15,7 +15,7 @@ from snippets.memory import needing_less_memory as snippet
 # The snippet runs on a CPU too, but these numbers are GPU memory: they need CUDA.
 pytestmark = [pytest.mark.snippet("snippets/memory/needing_less_memory.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "step": "Training step: {technique}",
     "forward": "Forward pass only: {technique}",
@@ -43,7 +43,7 @@ STEPS = {  # technique: keyword arguments of make(), micro-batches, compute dtyp
     "bf16": ({"dtype": torch.bfloat16}, 1, None),
 }
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "sequence[truncated]": "Python and launches: 32 backward passes of short chunks",

@@ -12,7 +12,7 @@ from snippets.memory import out_of_memory_errors as snippet
 
 pytestmark = pytest.mark.snippet("snippets/memory/out_of_memory_errors.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "recover": "`fit_step({tried_batch})` with PyTorch limited to {cap_bytes}: out-of-memory "
                "errors, then a step with a batch of {fitted_batch}",
@@ -25,7 +25,7 @@ WORDS = {
         "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`",
 }
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {"growing_batches[*]": "a process start, CUDA's start-up and the allocator's retries"}
 

@@ -9,7 +9,7 @@ from snippets.data_movement import pinned_memory as snippet
 
 pytestmark = pytest.mark.snippet("snippets/data_movement/pinned_memory.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "copy": "{direction} copy from {kind} memory, {bytes}",
     "pin": "`pin_memory()` of {bytes} again: a cached pinned block, and the copy into it",
@@ -26,7 +26,7 @@ WORDS = {"h2d": "Host → device", "d2h": "Device → host",
          "pageable, non_blocking=True": "pageable, non-blocking",
          "pinned, non_blocking=True": "pinned, non-blocking"}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "copy[*-pageable-*]": "copies staged through pageable host memory",

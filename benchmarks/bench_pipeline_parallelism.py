@@ -29,7 +29,7 @@ from snippets.several_gpus import pipeline_parallelism as pp
 pytestmark = pytest.mark.snippet("snippets/several_gpus/pipeline_parallelism.py",
                                  "benchmarks/ranks.py", "benchmarks/two_ranks.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "one_gpu": "The unsplit model on one GPU: forward and backward of {batch} samples",
     "step": "{schedule}, {stages} stages on {gpus} GPUs, {microbatches} micro-batches "

@@ -15,7 +15,7 @@ from snippets.foundations import processes_threads_gil as snippet
 
 pytestmark = pytest.mark.snippet("snippets/foundations/processes_threads_gil.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "single_task": "One pure-Python task on its own",
     "pure_python[serial]": "{tasks} pure-Python tasks, one after another",
@@ -38,7 +38,7 @@ LABELS = {
 }
 WORDS = {}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "pure_python": "the host CPU's own work",

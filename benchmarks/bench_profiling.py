@@ -9,7 +9,7 @@ from snippets.execution import profiling as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/execution/profiling.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "forward": "`forward`, timed with synchronization",
     "busy": "{kind}",

@@ -7,12 +7,12 @@ from snippets.first_steps import pytorch_on_a_gpu as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/first_steps/pytorch_on_a_gpu.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {"create": "{fill}, {bytes} of float32, {where}"}
 WORDS = {"zeros": "`torch.zeros`", "randn": "`torch.randn`",
          "on-device": "created on the GPU", "cpu-then-to": "created on the CPU, then moved"}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "create[*-cpu-then-to]": "filling host memory and a pageable copy",

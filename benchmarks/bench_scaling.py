@@ -28,7 +28,7 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/scaling.py",
                                  "snippets/several_gpus/all_reduce_bandwidth.py",
                                  "benchmarks/ranks.py", "benchmarks/two_ranks.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "all_reduce": "All-reduce of {message_bytes} in bf16 over {gpus} GPUs (NCCL)",
     "step": "{layout} on {gpus} GPUs: a training step of {batch_per_gpu} samples per GPU",

@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = [pytest.mark.snippet("snippets/start_here/slow_training.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "trace": "The page's slow training step ({kernels} kernels in three traced steps)",
 }

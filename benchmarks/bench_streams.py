@@ -11,7 +11,7 @@ from snippets.execution import streams as snippet
 
 pytestmark = pytest.mark.snippet("snippets/execution/streams.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "serial": "Serial: copy all {chunks} chunks of {chunk_mib} MiB, then compute",
     "overlapped": "Pipelined: {chunks} chunks of {chunk_mib} MiB, copies on a second stream",

@@ -15,7 +15,7 @@ from snippets.precision import tensor_cores_and_shapes as snippet
 pytestmark = [pytest.mark.snippet("snippets/precision/tensor_cores_and_shapes.py"),
               pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "sweep": "{precision} product, {n} × {n}",
     "matmul": "{n} × {n} product in {precision}",

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/tensor_parallelism.py",
                                  "snippets/several_gpus/scaling.py",
                                  "benchmarks/ranks.py", "benchmarks/two_ranks.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {"step": "{plan} on {gpus} GPUs: forward and backward of the block, {tokens} tokens",
           "step[one-1gpu]": "The whole block on one GPU: forward and backward, {tokens} tokens"}
 WORDS = {"tp": "Tensor parallel", "sp": "Tensor + sequence parallel"}

@@ -11,7 +11,7 @@ from snippets.execution import timing_gpu_code as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/execution/timing_gpu_code.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "launch_only": "Matrix product, wall clock without synchronization (the launch)",
     "synchronized": "Matrix product, synchronized before and after",
@@ -21,7 +21,7 @@ LABELS = {
 }
 WORDS = {}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "launch_only": "Python and kernel launches",

@@ -28,7 +28,7 @@ from snippets.compilers import torch_compile as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/compilers/torch_compile.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "chain": "bias + GELU on {rows} x 4096 float32 values: {mode}",
     "mlp": "4 feed-forward blocks, forward, {tokens} tokens: {mode}",
@@ -38,7 +38,7 @@ LABELS = {
 WORDS = {"eager": "eager", "default": "torch.compile", "reduce-overhead": "reduce-overhead",
          "max-autotune": "max-autotune", "cold": "empty (cold)", "warm": "filled (warm)"}
 
-# What measures the host as much as the GPU (fieldguide/host_bound.py): each timed call is one
+# What measures the host as much as the GPU (fieldguide/measuring/host_bound.py): each timed call is one
 # call from Python, synchronized, so small work times the call's host side and its launches.
 HOST_BOUND = {
     "chain[*-16]": "Python, the compiled call's host work and its kernel launches",

@@ -23,7 +23,7 @@ from snippets.compilers import triton_kernels as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/compilers/triton_kernels.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "softmax": "Softmax of {rows} x {cols} float32 values: {impl}",
     "copy": "Device-to-device copy of {rows} x {cols} float32 values",
@@ -40,7 +40,7 @@ WORDS = {
     "copy": "copy (the ceiling)",
 }
 
-# What measures the host as much as the GPU (fieldguide/host_bound.py): at 8 MiB a copy takes
+# What measures the host as much as the GPU (fieldguide/measuring/host_bound.py): at 8 MiB a copy takes
 # about as long as one call's launch, and the Triton operator's and the compiled formula's
 # per-call host work (dispatch, the autotuner's lookup, the launcher) still shows at 64 MiB.
 HOST_BOUND = {

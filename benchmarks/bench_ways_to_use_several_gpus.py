@@ -13,7 +13,7 @@ from benchmarks import two_ranks
 from snippets.several_gpus import all_reduce_bandwidth as all_reduce
 from snippets.several_gpus import ways_to_use_several_gpus as snippet
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "p2p_copy": "Copy from GPU 0 to GPU 1, {bytes}",
     "all_reduce": "All-reduce of {message_bytes} in bf16 over {world_size} GPUs (NCCL)",
@@ -22,7 +22,7 @@ LABELS = {
 }
 WORDS = {}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "p2p_copy[1KiB]": "Python and the copy's launch",

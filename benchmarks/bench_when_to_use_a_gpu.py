@@ -20,7 +20,7 @@ from snippets.foundations import when_to_use_a_gpu as snippet
 
 pytestmark = [pytest.mark.snippet("snippets/foundations/when_to_use_a_gpu.py"), pytest.mark.gpus(1)]
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "elementwise": "`sin(x) * 2 + 1` on {input_bytes} of float32, {variant}",
     "matmul": "{n} × {n} float32 product, {variant}",
@@ -39,7 +39,7 @@ WORDS = {
     "after-cpu-passive": "right after a CPU operation, OpenMP threads not spinning",
 }
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {
     "elementwise[cpu-*]": "the host CPU's own work",

@@ -10,14 +10,14 @@ from snippets.memory import where_gpu_memory_goes as snippet
 
 pytestmark = pytest.mark.snippet("snippets/memory/where_gpu_memory_goes.py")
 
-# How tables and charts name these benchmarks (read by the site build; see fieldguide/labels.py)
+# How tables and charts name these benchmarks (read by the site build; see fieldguide/rendering/labels.py)
 LABELS = {
     "fresh_process": "A fresh process: CUDA context, 1 GiB in use and 512 MiB cached, a first "
                      "matrix product, then `empty_cache()` (whole run)",
 }
 WORDS = {}
 
-# What of the host these numbers measure (fieldguide/host_bound.py): pages show them
+# What of the host these numbers measure (fieldguide/measuring/host_bound.py): pages show them
 # with their range over runs and machines; claims about them compare within a run.
 HOST_BOUND = {"fresh_process": "a process start and CUDA's start-up"}
 

@@ -30,8 +30,8 @@ from pathlib import Path
 # the package is put on its path here (MkDocs' own process has it already).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fieldguide.figure_cache import write_whole  # noqa: E402 (after the path, above)
-from fieldguide.figure_prefill import as_child, disabled  # noqa: E402
+from fieldguide.rendering.figure_cache import write_whole  # noqa: E402 (after the path, above)
+from fieldguide.rendering.figure_prefill import as_child, disabled  # noqa: E402
 
 PLUGIN = "mkdocs-jupyter"
 # What mkdocs-jupyter's conversion reads from its config (plugin.py, on_pre_page and its key).

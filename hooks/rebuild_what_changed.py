@@ -22,11 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from fieldguide.render import WATCHED
+from fieldguide.rendering.render import WATCHED
 
 log = logging.getLogger("mkdocs.hooks.rebuild_what_changed")
 
-# Beside what the rendering reads (fieldguide.render.WATCHED) and config.watch, what the served
+# Beside what the rendering reads (fieldguide.rendering.render.WATCHED) and config.watch, what the served
 # pages are made of outside docs/
 ALWAYS_WATCHED = ("mkdocs.yml", "overrides", "includes")
 SKIPPED_DIRS = {"__pycache__", ".ipynb_checkpoints"}

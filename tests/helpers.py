@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from fieldguide import ROOT
-from fieldguide import pages as pages_module
-from fieldguide.pages import pages  # noqa: F401 (the tests import it from here)
+from fieldguide.content import pages as pages_module
+from fieldguide.content.pages import pages  # noqa: F401 (the tests import it from here)
 
 DOCS = ROOT / "docs"
 # Nav sections a reader may start from, whatever they read before: none needs an earlier page,
@@ -112,7 +112,7 @@ def fake_run(benchmarks: list[dict], date: str = "2026-11-21T00:00:00+00:00",
 
 def write_run(directory: Path, run: dict) -> Path:
     """timings/<slug>/<stamp>_<commit>.json, as the timing run names it."""
-    from fieldguide.timings import machine_slug
+    from fieldguide.measuring.timings import machine_slug
 
     folder = Path(directory) / machine_slug(run["machine_info"]["fieldguide"])
     folder.mkdir(parents=True, exist_ok=True)
@@ -124,7 +124,7 @@ def write_run(directory: Path, run: dict) -> Path:
 
 def fake_timings(benchmarks: list[dict], directory: Path) -> "Timings":  # noqa: F821
     """Timings of one fake run holding `benchmarks` (fake_benchmark entries)."""
-    from fieldguide.timings import Timings
+    from fieldguide.measuring.timings import Timings
 
     path = write_run(directory, fake_run(benchmarks))
     return Timings.load(path.parent)
@@ -256,7 +256,7 @@ def printed_on_reference_gpu(page: str) -> tuple[str, str]:
     """(what `page`'s code blocks printed, in order, as one text; the GPU) as recorded alone on
     the site's GPU for the page's current code. Fails when no such record covers every block:
     `make outputs` on that GPU records it."""
-    from fieldguide import outputs, record_outputs
+    from fieldguide.notebooks import outputs, record_outputs
 
     slug = outputs.site_gpu(ROOT)
     recorded = outputs.load(page, slug, ROOT)

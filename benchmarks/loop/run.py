@@ -15,7 +15,7 @@ Each step records its wall seconds, the CPU seconds of everything it ran (the ch
 rusage: what the same work costs on a machine nobody else uses), its exit status, and the load
 average before and after, since on a shared machine the wall time says more about the others'
 work than about ours. The results are appended to benchmarks/loop/results.json (one record per
-run: date, commit, machine), which docs/contributing.md shows (fieldguide/loop_results.py).
+run: date, commit, machine), which docs/contributing.md shows (fieldguide/rendering/loop_results.py).
 
     python3 -m benchmarks.loop.run [--steps build,serve,check,test] [--page docs/...md]
                                    [--python .venv/bin/python] [--no-install] [--note TEXT]
@@ -46,7 +46,7 @@ PAGE = "docs/foundations/cpu-vs-gpu.md"   # a typical page: its module and its n
 EDITED = "docs/execution/events.md"
 SERVE_LIMIT = 600   # seconds before the serve step gives up waiting
 # What each measurement is, and the issue's targets for an idle 2-core machine (seconds); both
-# go into every record, so the guide's table (fieldguide/loop_results.py) reads them from there.
+# go into every record, so the guide's table (fieldguide/rendering/loop_results.py) reads them from there.
 LABELS = {
     "build_cold": "Strict build, cold (a fresh clone)",
     "build_warm": "Strict build, warm (nothing changed since)",

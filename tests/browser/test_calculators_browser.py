@@ -1,4 +1,4 @@
-"""The calculators (fieldguide/calculators.py) in headless Chromium: each answers as soon as it is
+"""The calculators (fieldguide/rendering/calculators.py) in headless Chromium: each answers as soon as it is
 loaded, is used from the keyboard alone (Tab to a field, type, the answer follows; Enter does
 not leave the page), and gives the number the Python estimator gives for the same inputs.
 axe-core, both colour schemes and phone width are test_every_page's, which visits these
@@ -12,9 +12,9 @@ import math
 
 import pytest
 
-pytest.importorskip("markdown")  # fieldguide.calculators is a Markdown extension: docs toolchain
+pytest.importorskip("markdown")  # fieldguide.rendering.calculators is a Markdown extension: docs toolchain
 
-from fieldguide import calculators
+from fieldguide.rendering import calculators
 from snippets.start_here import will_it_fit as est
 from tests.browser.test_site_browser import (  # noqa: F401 (fixtures)
     VIEWPORTS,

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from fieldguide import ROOT, prompts
-from fieldguide.snippets import sections, snippet_files
+from fieldguide import ROOT
+from fieldguide.content import prompts
+from fieldguide.content.snippets import sections, snippet_files
 
 # Without these Chromium runs as root only with --no-sandbox, and it tries to reach the network
 # (updates, sync, QUIC probes), which is closed here.
@@ -357,7 +358,7 @@ PAGE_FACTS = """() => {
     };
 }"""
 
-# "Predict, then run" prompts (fieldguide/prompts.py): opened from the keyboard as a reader would
+# "Predict, then run" prompts (fieldguide/content/prompts.py): opened from the keyboard as a reader would
 # (focus the question, press Enter), then all of them, before axe runs, so that it checks the
 # answers too, in both schemes.
 PROMPT = f"details.{prompts.KIND}"
@@ -404,12 +405,12 @@ DRAWN = """n => [...document.querySelectorAll('div.mermaid')]
 
 # The smallest text in a chart, in CSS pixels as displayed: below this it is hard to read.
 MIN_CHART_TEXT_PX = {"desktop": 11, "phone": 9}
-# The drawn ideas (fieldguide/diagrams.py): at 12 px or more on a phone too, where their frame
+# The drawn ideas (fieldguide/rendering/diagrams.py): at 12 px or more on a phone too, where their frame
 # scrolls sideways (issue 45: they showed at 9.3-10.1 px at 390 px).
 MIN_DIAGRAM_TEXT_PX = {"desktop": 11, "phone": 12}
 SCIENTIFIC = re.compile(r"\d[eE][+-]?\d|×\s*10|10\^|\$\\mathdefault")
 
-# Each chart is an <object> per theme and width (fieldguide/figures.py); the one shown is measured.
+# Each chart is an <object> per theme and width (fieldguide/rendering/figures.py); the one shown is measured.
 CHART_FACTS = """() => [...document.querySelectorAll('figure.timing-chart object')]
     .filter(o => o.getBoundingClientRect().width > 0)      // the other theme's is hidden
     .map(o => ({src: o.data, loaded: o.contentDocument?.documentElement?.tagName === 'svg',
@@ -492,7 +493,7 @@ SVG_GEOMETRY = r"""doc => {
     if (labels.length && labels.every(l => NUMBER.test(l)) && labels.length < 3)
       problems.push(`an axis with ${labels.length} labelled ticks (${labels.join(', ')})`);
   }
-  // every point of a chart's series tells its value on hover (fieldguide.charts.point_titles)
+  // every point of a chart's series tells its value on hover (fieldguide.rendering.charts.point_titles)
   const marks = [...doc.querySelectorAll('g[id^="series-"] use')];
   const untitled = marks.filter(m => !m.querySelector('title')).length;
   if (untitled) problems.push(`${untitled} of ${marks.length} points without a <title>`);
@@ -905,7 +906,7 @@ def test_copy_button_copies_the_code_shown(context, site):
         f"--- shown\n{shown}\n--- copied\n{copied}"
     )
     assert copied in known, (
-        f"{where} matches no section of any module in snippets/ (fieldguide.snippets.sections); "
+        f"{where} matches no section of any module in snippets/ (fieldguide.content.snippets.sections); "
         f"copied:\n{copied}"
     )
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fieldguide import roofline
-from fieldguide.timings import TimingError
+from fieldguide.measuring.timings import TimingError
+from fieldguide.rendering import roofline
 from snippets.foundations import cpu_vs_gpu as snippet
 from tests.helpers import (
     MEDIAN_TIME_ORDER,
@@ -163,7 +163,7 @@ def test_one_tiny_op_is_slower_on_the_gpu():
     assert gpu > 1.5 * cpu, (gpu, cpu)
 
 
-# --- the roofline chart's math (fieldguide/roofline.py), on fake timing records ---
+# --- the roofline chart's math (fieldguide/rendering/roofline.py), on fake timing records ---
 
 _FAKES = Path(tempfile.mkdtemp(prefix="fake-timings-"))
 
@@ -228,7 +228,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 def test_datasheets_name_the_gpus_the_timings_record_and_cite_their_sources():
     from fieldguide import ROOT
-    from fieldguide.timings import all_timings
+    from fieldguide.measuring.timings import all_timings
 
     measured_gpus = {t.gpu for t in all_timings(ROOT / "timings")}
     assert H100 in measured_gpus, measured_gpus  # the datasheet names the GPU as runs record it
@@ -281,7 +281,7 @@ def test_no_measured_ceiling_exceeds_its_datasheet_in_any_run(measured):
 
 def test_roofline_shortcode_renders_a_figure_and_its_numbers(tmp_path):
     pytest.importorskip("mkdocs")  # the renderer needs MkDocs, which GPU machines may lack
-    from fieldguide import shortcodes
+    from fieldguide.rendering import shortcodes
     from tests.helpers import fake_benchmark, fake_run, write_run
 
     entries = [fake_benchmark(f"benchmarks/bench_t.py::bench_{b.name[2:]}", b.value("median"),
@@ -332,8 +332,8 @@ PRINTED_SLACK = 0.15
 def test_the_printed_rates_agree_with_the_measured_table():
     import re
 
-    from fieldguide.outputs import site_gpu
-    from fieldguide.timings import Timings
+    from fieldguide.measuring.timings import Timings
+    from fieldguide.notebooks.outputs import site_gpu
 
     text, gpu = printed_on_reference_gpu("foundations/cpu-vs-gpu.md")
     timings = Timings.for_gpu(site_gpu())

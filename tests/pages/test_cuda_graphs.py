@@ -72,7 +72,7 @@ def graphed_callables_code(warning_off):
     The section sets the warning switch before make_graphed_callables; without warning_off, the
     switch is left out."""
     from fieldguide import ROOT
-    from fieldguide.snippets import sections
+    from fieldguide.content.snippets import sections
 
     graphs = sections(ROOT / "snippets/execution/cuda_graphs.py")
     graphed = graphs["graphed_callables"]

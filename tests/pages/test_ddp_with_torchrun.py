@@ -415,7 +415,7 @@ def page_block(title):
 def as_shown(path):
     """A script as the page shows it whole and a reader downloads it: the file, less
     the section markers (pymdownx.snippets leaves them out of a whole file)."""
-    from fieldguide.pages import included_code
+    from fieldguide.content.pages import included_code
 
     return included_code(ROOT, path.relative_to(ROOT).as_posix(), None).splitlines()
 

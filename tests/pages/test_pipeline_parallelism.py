@@ -196,8 +196,8 @@ def test_the_page_renders_from_runs_shaped_like_the_benchmarks(snippet, tmp_path
     benchmarks record them (made-up spans and peaks, the current code's keys): the page can
     leave the drafts as soon as a GPU has measured it."""
     from benchmarks import bench_pipeline_parallelism as bench
-    from fieldguide.codekey import code_keys
-    from fieldguide.shortcodes import Build
+    from fieldguide.measuring.codekey import code_keys
+    from fieldguide.rendering.shortcodes import Build
     from tests.helpers import fake_benchmark, fake_run, write_run
 
     files = ["snippets/several_gpus/pipeline_parallelism.py", "benchmarks/ranks.py",
@@ -249,7 +249,7 @@ FIXED_ROWS = {2: [step("gpipe", 2, 4096 * m, m) for m in (2, 4, 8, 16)],
 def measured_where(measured, _all_timings, _code_keys):
     """measured(*names) for the 2-GPU points; the 4-GPU points only where a run holds them
     (the four-GPU machine is lent at times: the page works with 2-GPU points alone)."""
-    from fieldguide.timings import TimingError, runs_measuring
+    from fieldguide.measuring.timings import TimingError, runs_measuring
 
     def runs(gpus, *names):
         if gpus == 2:

@@ -167,7 +167,7 @@ def test_four_gpus_keep_the_bus_bandwidth_of_two(measured):
     """Where NVSwitch joins every pair of GPUs (the run's recorded `nvidia-smi topo -m`); on a
     machine with direct links to some neighbours only, or PCIe, the page's topology note holds
     instead, and the run is left out with its topology named."""
-    from fieldguide.timings import link_summary
+    from fieldguide.measuring.timings import link_summary
 
     two, four = "scaling.all_reduce[2gpus-1GiB]", "scaling.all_reduce[4gpus-1GiB]"
     checked, other_topologies = 0, []

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fieldguide import ROOT
-from fieldguide.pages import is_draft
+from fieldguide.content.pages import is_draft
 
 pytestmark = pytest.mark.snippet("snippets/start_here/slow_training.py")
 
@@ -326,7 +326,7 @@ def example_traces(tmp_path):
     """(run, its extra_info, a trace file of the events it kept) for every committed run of
     slow_training.trace on every GPU that kept them, whatever reader version took them: the
     events are the GPU's, and the reader as it is now reads them again."""
-    from fieldguide.timings import all_timings
+    from fieldguide.measuring.timings import all_timings
 
     for timings in all_timings(ROOT / "timings"):
         if "slow_training.trace" not in timings.names:
@@ -418,7 +418,7 @@ def test_the_few_lines_on_the_page_take_read_and_list_the_branches(snippet, tmp_
     summary and one line per branch where_to_look lists; the import its comment names works."""
     import importlib
 
-    from fieldguide.snippets import sections
+    from fieldguide.content.snippets import sections
 
     code = sections(ROOT / "snippets/start_here/slow_training.py")["use"]
     assert len(code.splitlines()) <= 8, "a few lines, not the reader's code"
@@ -435,9 +435,9 @@ def test_the_few_lines_on_the_page_take_read_and_list_the_branches(snippet, tmp_
 
 
 def test_the_drawn_decision_procedure_is_where_to_look_s(snippet):
-    """fieldguide/diagrams.py draws the branches of where_to_look, in its order, each with
+    """fieldguide/rendering/diagrams.py draws the branches of where_to_look, in its order, each with
     its causes and where to look; and the busy branch for a trace where none is listed."""
-    from fieldguide.diagrams import DECISION_BUSY, DECISION_ROWS, DIAGRAMS
+    from fieldguide.rendering.diagrams import DECISION_BUSY, DECISION_ROWS, DIAGRAMS
 
     def flat(text):
         return " ".join(text.split())

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fieldguide import ROOT
-from fieldguide.pages import included_code
+from fieldguide.content.pages import included_code
 
 pytestmark = pytest.mark.snippet("snippets/case_studies/training_made_fast.py")
 
@@ -228,7 +228,7 @@ def waterfall_shortcode():
 
 def test_the_waterfall_draws_from_runs_and_says_when_there_are_none(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
-    from fieldguide import figure_cache, shortcodes
+    from fieldguide.rendering import figure_cache, shortcodes
     from tests.helpers import fake_benchmark, fake_run, write_run
 
     monkeypatch.setattr(figure_cache, "CACHE", tmp_path / "figures")

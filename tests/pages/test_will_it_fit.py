@@ -1,6 +1,6 @@
 """Claims of docs/start-here/will-it-fit.md: the estimators give what their formulas say, and
 each stays within the bound the page quotes of every committed run that measured its case
-(fieldguide/estimates.py pairs them), or misses the way the page says. No GPU needed: the runs
+(fieldguide/measuring/estimates.py pairs them), or misses the way the page says. No GPU needed: the runs
 are in timings/. Only runs the three-runs-from-two-leases rule admits count; a case none of
 them measured yet is skipped, with what it waits for, as the page lists it.
 """
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from fieldguide import estimates
+from fieldguide.measuring import estimates
 
 pytestmark = pytest.mark.snippet("snippets/start_here/will_it_fit.py")
 

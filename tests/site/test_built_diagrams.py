@@ -1,4 +1,4 @@
-"""The drawn ideas (fieldguide/diagrams.py) in the built site: on each page, every drawing is an
+"""The drawn ideas (fieldguide/rendering/diagrams.py) in the built site: on each page, every drawing is an
 image with a name, described by a paragraph of the page that exists (aria-describedby), whose
 terms carry the glossary's tooltips like any prose."""
 
@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from fieldguide import diagrams
+from fieldguide.rendering import diagrams
 
 PAGES = sorted({d.page.removeprefix("docs/") for d in diagrams.DIAGRAMS.values()}
                | {"execution/async-execution.md"})

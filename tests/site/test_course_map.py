@@ -1,6 +1,6 @@
 """The home page as a course map: a way in for each reader's problem, then one line per chapter
 saying what the reader will be able to do after it, with its reading time counted at build time
-(fieldguide/reading_time.py). tests/browser/test_site_browser.py follows the journeys by click."""
+(fieldguide/rendering/reading_time.py). tests/browser/test_site_browser.py follows the journeys by click."""
 
 import re
 from pathlib import PurePosixPath
@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("markdown")  # reading times are a Markdown extension
 
-from fieldguide import ROOT, reading_time
+from fieldguide import ROOT
+from fieldguide.rendering import reading_time
 from tests.site.test_reader_kit import LINK, NAV, NOT_CHAPTERS, NUMBER, built
 
 HOME = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")

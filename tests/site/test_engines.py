@@ -3,7 +3,7 @@ same in both builds, and Zensical builds without a problem.
 
 MkDocs (`mkdocs build --strict`) is the reference build; Zensical, the maintained successor of
 Material for MkDocs, reads the same mkdocs.yml and runs the same Markdown extensions
-(fieldguide.render draws the numbers, figures and notebook links in both). Pages it cannot build
+(fieldguide.rendering.render draws the numbers, figures and notebook links in both). Pages it cannot build
 the same way are named in EXCLUDED with the reason. The MkDocs site is the session's build
 (tests/conftest.py); this module builds the Zensical one once.
 """

@@ -1,4 +1,4 @@
-"""The calculators' JavaScript is the estimators' Python, translated (fieldguide/pyjs.py): node
+"""The calculators' JavaScript is the estimators' Python, translated (fieldguide/rendering/pyjs.py): node
 runs the translation on a grid of inputs and must give what Python gives, and each
 calculator's whole script (formulas and driver) must parse. One source of truth per formula.
 """
@@ -13,9 +13,9 @@ import subprocess
 
 import pytest
 
-pytest.importorskip("markdown")  # fieldguide.calculators is a Markdown extension: docs toolchain
+pytest.importorskip("markdown")  # fieldguide.rendering.calculators is a Markdown extension: docs toolchain
 
-from fieldguide import calculators, pyjs
+from fieldguide.rendering import calculators, pyjs
 from snippets.start_here import will_it_fit as est
 
 NODE = shutil.which("node")
@@ -141,13 +141,13 @@ def test_the_translation_refuses_what_it_cannot_express():
 
 
 def test_the_runs_rule_admits_three_runs_from_two_leases_of_current_code():
-    """fieldguide.render's require_runs, as the estimates follow it on every machine: three
+    """fieldguide.rendering.render's require_runs, as the estimates follow it on every machine: three
     runs of the current code from two leases (a run without a lease counts as a run, never
     as a lease); thin() names what a page showed that the rule does not admit, on the
     reference GPU or a machine of several of it."""
     from types import SimpleNamespace as NS
 
-    from fieldguide import estimates
+    from fieldguide.measuring import estimates
 
     def bench(*leases, stale=False):
         return NS(stale=stale, records=[NS(run=NS(lease=lease, id=f"run{i}"))

@@ -1,6 +1,6 @@
 """The glossary as a concept list: the ideas the site rests on (warp, kernel, stream, rank ...)
 are terms of includes/abbreviations.md like the abbreviations, each defined in one sentence and
-linked to the page that teaches it (fieldguide/glossary.py). The tooltips and the Glossary page's
+linked to the page that teaches it (fieldguide/rendering/glossary.py). The tooltips and the Glossary page's
 list are checked in tests/site/test_reader_kit.py."""
 
 import re
@@ -11,7 +11,8 @@ pytest.importorskip("markdown")  # the glossary is a Markdown extension
 
 import markdown
 
-from fieldguide import ROOT, glossary
+from fieldguide import ROOT
+from fieldguide.rendering import glossary
 from tests.site.test_reader_kit import ABBREVIATIONS, ORDER, TERMS, built, text
 
 DOCS = ROOT / "docs"
@@ -56,7 +57,7 @@ def test_each_link_of_the_glossary_goes_to_a_page_in_the_nav_that_uses_the_term(
 
 def test_the_arrow_and_the_page_stay_out_of_the_tooltip():
     assert not any("→" in meaning for meaning in TERMS.values())
-    md = markdown.Markdown(extensions=["abbr", "fieldguide.glossary"])
+    md = markdown.Markdown(extensions=["abbr", "fieldguide.rendering.glossary"])
     html = md.convert("A warp runs.\n\n*[warp]: Threads that run together → foundations/cpu-vs-gpu.md\n")
     assert '<abbr title="Threads that run together">warp</abbr>' in html
 

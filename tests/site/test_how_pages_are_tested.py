@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from fieldguide import ROOT
-from fieldguide.notebooks import is_workbook
+from fieldguide.notebooks.generate import is_workbook
 
 DOCS = ROOT / "docs"
 BOX_TITLE = '??? info "How this page is tested"'
@@ -29,7 +29,7 @@ BOX_TITLE = '??? info "How this page is tested"'
 # - the contributor pages are about the tests themselves;
 CONTRIBUTOR_PAGES = {"contributing.md", "reference.md"}
 # - an exercise's solution says how it is checked: that is part of the exercise.
-# (fieldguide.notebooks.is_workbook: exercises.md or <chapter>-exercises.md)
+# (fieldguide.notebooks.generate.is_workbook: exercises.md or <chapter>-exercises.md)
 
 # A sentence about what the tests do, and sources readers cannot see.
 TEST_TALK = re.compile(

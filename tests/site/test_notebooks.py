@@ -1,6 +1,6 @@
 """Every page with code as a notebook: current, valid, linked from the page, and it runs.
 
-The notebooks under notebooks/ are generated from the pages (fieldguide/notebooks.py,
+The notebooks under notebooks/ are generated from the pages (fieldguide/notebooks/generate.py,
 `make notebooks`). A notebook runs in a fresh kernel of this interpreter, in an empty folder,
 with deprecations as errors (the kernel gets the suite's -W flags), as a reader runs it after
 downloading it. Notebooks whose page includes a GPU snippet run on a GPU (`make test-gpu`).
@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from fieldguide import ROOT, notebooks
-from fieldguide.pages import includes, pages
-from fieldguide.shortcodes import KINDS
+from fieldguide import ROOT
+from fieldguide.content.pages import includes, pages
+from fieldguide.notebooks import generate as notebooks
+from fieldguide.rendering.shortcodes import KINDS
 from tests.helpers import ENTRY_POINTS, STRICT_WARNINGS, rel, run_python
 
 REPO = notebooks.Repo.from_mkdocs_yml(ROOT)
@@ -55,7 +56,7 @@ def test_notebook_is_valid_and_laid_out_as_nbformat_writes_it(page):
 
 @pytest.mark.parametrize("page", CODE_PAGES, ids=rel)
 def test_code_cells_are_the_pages_sections_in_order(page):
-    from fieldguide.pages import included_code
+    from fieldguide.content.pages import included_code
 
     notebook = json.loads((ROOT / notebooks.notebook_path(docs_path(page))).read_text(encoding="utf-8"))
     code = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
@@ -122,7 +123,7 @@ def test_every_chapter_has_an_exercise_page_with_a_notebook():
 
 @pytest.mark.parametrize("page", WORKBOOKS, ids=rel)
 def test_an_exercise_notebook_has_an_empty_cell_per_task_and_the_solutions_after_all_tasks(page):
-    from fieldguide.pages import included_code
+    from fieldguide.content.pages import included_code
 
     cells = json.loads((ROOT / notebooks.notebook_path(docs_path(page))).read_text(encoding="utf-8"))["cells"]
     code = ["".join(c["source"]) if c["cell_type"] == "code" else None for c in cells]
@@ -218,9 +219,9 @@ def _run(notebook_file, kernels, cwd):
 NOT_IN_JUPYTER: dict[str, str] = {}  # page -> why its notebook cannot run in Jupyter
 
 # Opt-in, on a GPU: FIELDGUIDE_SAVE_OUTPUTS=DIR keeps what each notebook's cells printed, keyed by
-# each cell's code, under DIR/<gpu>/<chapter>/<page>.json (fieldguide/outputs.py; commit them
+# each cell's code, under DIR/<gpu>/<chapter>/<page>.json (fieldguide/notebooks/outputs.py; commit them
 # under outputs/). Off by default: a test run writes nothing. Only `make outputs` records: one
-# notebook at a time, with the GPU to itself (fieldguide.outputs.gpu_alone refuses otherwise).
+# notebook at a time, with the GPU to itself (fieldguide.notebooks.outputs.gpu_alone refuses otherwise).
 SAVE_OUTPUTS = "FIELDGUIDE_SAVE_OUTPUTS"
 
 
@@ -231,7 +232,7 @@ def _marks(page):
 
 def copied_code(page) -> str:
     """The page's code blocks, concatenated the way a reader pastes them into a script."""
-    from fieldguide.pages import included_code
+    from fieldguide.content.pages import included_code
 
     return "\n\n".join(included_code(ROOT, path, section)
                        for path, section in includes(page.read_text(encoding="utf-8"))) + "\n"
@@ -250,8 +251,8 @@ def test_notebook_runs(page, kernel, tmp_path):
         return
     saving = os.environ.get(SAVE_OUTPUTS)
     if saving:  # refused beside other work (pytest-xdist, another process on the GPU): `make outputs`
-        from fieldguide import outputs as recorded
-        from fieldguide.record_outputs import DEADLINE
+        from fieldguide.notebooks import outputs as recorded
+        from fieldguide.notebooks.record_outputs import DEADLINE
 
         if time.time() > float(os.environ.get(DEADLINE, "inf")):
             pytest.skip("make outputs: its deadline passed before this notebook started")

@@ -1,5 +1,5 @@
-"""Every number the built site shows follows one rule (fieldguide.timings.format_number) and no
-table header is a code id (fieldguide.labels.FIELD_LABELS): read from the HTML of every page.
+"""Every number the built site shows follows one rule (fieldguide.measuring.numbers.format_number) and no
+table header is a code id (fieldguide.rendering.labels.FIELD_LABELS): read from the HTML of every page.
 
 The rule: whole numbers as whole numbers, a thousands comma from 1,000 up, three significant
 figures, a power of ten below 0.001 and never e-notation; a range gives its unit once
@@ -16,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from fieldguide import ROOT, shortcodes
-from fieldguide.labels import FIELD_LABELS, gpu_label
-from fieldguide.timings import (
-    TimingError,
-    format_number,
-    format_range,
-    format_spec,
-    format_value,
-)
+from fieldguide import ROOT
+from fieldguide.measuring.numbers import format_number, format_range, format_spec, format_value
+from fieldguide.measuring.timings import TimingError
+from fieldguide.rendering import shortcodes
+from fieldguide.rendering.labels import FIELD_LABELS, gpu_label
 
 UNITS = r"(?:ns|µs|ms|s|GB/s|TFLOP/s|GFLOP/s|GiB|MiB|KiB|W)"
 # What breaks the rule, as it reads in a page's text (code blocks and the per-run table aside).
@@ -82,7 +78,7 @@ RUNS_IN_PROSE = re.compile(r"over \d+ runs\)|\(host-bound:|runs' own ratios")
 
 def test_prose_prints_the_median_alone(built_site):
     """Issue 45: a number in prose is the median alone; the runs' range is in its hover title
-    (fieldguide.shortcodes.spread_span) and in the tables, not in a parenthesis the reader
+    (fieldguide.rendering.shortcodes.spread_span) and in the tables, not in a parenthesis the reader
     reads past three times a paragraph."""
     problems = []
     for page in _pages(built_site):
@@ -157,7 +153,7 @@ def test_the_page_scan_passes_numbers_by_the_rule():
 def test_terms_carry_tooltips_in_prose_but_not_in_tables_or_headings():
     markdown = pytest.importorskip("markdown")
 
-    md = markdown.Markdown(extensions=["abbr", "tables", "fieldguide.glossary"])
+    md = markdown.Markdown(extensions=["abbr", "tables", "fieldguide.rendering.glossary"])
     out = md.convert("Copies at 5 GB/s.\n\n| Rate |\n|--|\n| 5 GB/s |\n\n## GB/s\n\n"
                      "*[GB/s]: Gigabytes per second")
     assert out.count("<abbr") == 1 and '<abbr title="Gigabytes per second">GB/s</abbr>' in out
@@ -165,8 +161,9 @@ def test_terms_carry_tooltips_in_prose_but_not_in_tables_or_headings():
 
 
 def test_the_glossary_links_a_term_to_the_page_that_teaches_it():
-    pytest.importorskip("markdown")  # fieldguide.glossary is a Markdown extension
-    from fieldguide import ROOT, glossary
+    pytest.importorskip("markdown")  # fieldguide.rendering.glossary is a Markdown extension
+    from fieldguide import ROOT
+    from fieldguide.rendering import glossary
 
     listed = "\n".join(glossary.definition_list({"GIL": "Global interpreter lock"}, ROOT / "docs"))
     assert "Taught in [Processes, threads, coroutines and the GIL]" \
@@ -178,7 +175,7 @@ def test_the_glossary_links_a_term_to_the_page_that_teaches_it():
 
 
 def test_a_tag_is_shown_once_per_group_of_figures_measured_by_the_same_runs():
-    from fieldguide.shortcodes import one_tag_per_group
+    from fieldguide.rendering.shortcodes import one_tag_per_group
 
     def tag(gpu, runs):
         return (f'<p class="timing-tag">{gpu} · {runs} runs · 2026-11-24 · '
@@ -207,7 +204,7 @@ def test_every_ratio_reads_as_the_ratio_of_its_medians_or_says_which_it_is():
     """A page prints a ratio beside the two medians it compares (timing-value). Every ratio on
     every page reads as their ratio, or (a host-bound pair, whose median of the ratios within
     each run differs) says it is that median and gives the ratio of the medians too: never a
-    number that disagrees with its neighbours in silence (fieldguide/shortcodes.py)."""
+    number that disagrees with its neighbours in silence (fieldguide/rendering/shortcodes.py)."""
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     build = shortcodes.Build(ROOT, re.search(r"timings:\s*([\w-]+)", config)[1])
     checked, silent = 0, []

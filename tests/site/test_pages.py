@@ -8,7 +8,7 @@ fresh kernel, in an empty folder, without the repository on the path, as a reade
 import pytest
 
 from fieldguide import ROOT
-from fieldguide.snippets import sections
+from fieldguide.content.snippets import sections
 from tests.helpers import includes, pages, rel
 
 

@@ -1,7 +1,7 @@
-""""Predict, then run" prompts (fieldguide/prompts.py): every teaching page asks the reader at
+""""Predict, then run" prompts (fieldguide/content/prompts.py): every teaching page asks the reader at
 least two questions that the page then answers with its own measurement, revealed on click.
 
-A teaching page is a page of the nav that fieldguide.glossary.teaches (the nav minus its
+A teaching page is a page of the nav that fieldguide.rendering.glossary.teaches (the nav minus its
 NOT_TEACHING pages and the chapters' exercise pages): one definition for the glossary and here.
 The sources are read for the count and for typed numbers; the built site for what the reader
 gets: a collapsed <details> with a question and a non-empty answer, its numbers rendered.
@@ -16,11 +16,13 @@ import re
 
 import pytest
 
-pytest.importorskip("markdown")  # fieldguide.glossary (which pages teach) is a Markdown extension
+pytest.importorskip("markdown")  # fieldguide.rendering.glossary (which pages teach) is a Markdown extension
 
-from fieldguide import ROOT, glossary, prompts
-from fieldguide.notebooks import is_workbook, notebook_path
-from fieldguide.shortcodes import SHORTCODE
+from fieldguide import ROOT
+from fieldguide.content import prompts
+from fieldguide.notebooks.generate import is_workbook, notebook_path
+from fieldguide.rendering import glossary
+from fieldguide.rendering.shortcodes import SHORTCODE
 from tests.site.test_reader_kit import NAV, NUMBER, text, url_of
 
 MOST_PROMPTS = 3     # two or three a page: practice, not a quiz between every paragraph
@@ -81,7 +83,7 @@ def test_the_parser_reads_collapsed_prompts_and_their_answers_only():
 
 
 def test_the_notebook_keeps_the_question_and_points_at_the_answer():
-    from fieldguide import notebooks
+    from fieldguide.notebooks import generate as notebooks
     lines = ['??? predict "How fast?"', "    <!-- timing-value: x.y median -->", "", "After."]
     shown = notebooks._admonitions(lines, "*On the page.*")
     assert shown[:3] == ["> **Predict:** How fast?", ">", "> *On the page.*"]
@@ -91,7 +93,7 @@ def test_the_notebook_keeps_the_question_and_points_at_the_answer():
 def test_in_a_notebook_a_prompt_moves_down_to_the_cell_that_prints_its_result():
     """Predict, then run: a prompt above a cell that only defines a function moves down to
     the first later cell that runs and prints (here the page's whole script)."""
-    from fieldguide import notebooks
+    from fieldguide.notebooks import generate as notebooks
     q = "> **Predict:** Q?\n>\n> *A.*"
     cells = [("markdown", "# Title"), ("code", "print('gpu check')"), ("markdown", f"Intro.\n\n{q}"),
              ("code", "def work():\n    return 1"), ("markdown", "The result."),
@@ -107,7 +109,7 @@ def test_in_a_notebook_a_prompt_moves_down_to_the_cell_that_prints_its_result():
 
 
 def test_a_cell_shows_a_result_when_it_runs_something_that_prints():
-    from fieldguide.notebooks import printers, shows_a_result
+    from fieldguide.notebooks.generate import printers, shows_a_result
     cells = ["def f():\n    print(1)", "def g():\n    f()", "def h():\n    return 2"]
     printing = printers(cells)
     assert printing == {"f", "g"}
@@ -155,7 +157,7 @@ MEASURED_FIELD = re.compile(r"\A(median|mean|min|max|q1|q3|iqr|stddev|bandwidth_
 def _names(markdown: str) -> set[tuple[str, str | None]]:
     """What the shortcodes in `markdown` quote: (benchmark or glob, field), the field None for
     a table or a chart (every field) and "median" for a ratio that names none."""
-    from fieldguide.shortcodes import find
+    from fieldguide.rendering.shortcodes import find
     found = set()
     for _, code in find(markdown):
         if code.kind == "value" and len(code.args) >= 2:
@@ -195,7 +197,7 @@ def answered_before_its_code(markdown: str) -> list[str]:
     shortcodes quotes (a value; both sides of a ratio) is quoted anywhere in the page from its
     start to the first code block after the prompt, by a value, a ratio, a table or a chart of
     the same benchmark, the prompts' own collapsed answers left out."""
-    from fieldguide.shortcodes import find
+    from fieldguide.rendering.shortcodes import find
     problems = []
     blocks = list(prompts.BLOCK.finditer(markdown))
     hidden = [m.span("body") for m in blocks]
@@ -279,7 +281,7 @@ def test_an_answer_before_its_code_is_found():
 
 
 def test_in_a_notebook_a_prompt_above_the_code_that_answers_it_stays_there():
-    from fieldguide import notebooks
+    from fieldguide.notebooks import generate as notebooks
     cells = [("markdown", "# Title"), ("code", "gpu check"), ("code", "def f(): ..."),
              ("markdown", "> **Predict:** Q?\n>\n> *A.*"), ("code", "print(f())")]
     assert notebooks._predict_first(cells) == cells
@@ -299,10 +301,10 @@ PRINTS_NOTHING = {
     pytest.param(p, marks=pytest.mark.xfail(reason=PRINTS_NOTHING[p], strict=True))
     if p in PRINTS_NOTHING else p for p in NOTEBOOK_PAGES])
 def test_in_every_notebook_each_prompt_sits_above_a_cell_that_prints_its_result(path):
-    """In the committed notebook (fieldguide/notebooks.py writes it from the page), every prompt
+    """In the committed notebook (fieldguide/notebooks/generate.py writes it from the page), every prompt
     is right above a code cell that runs and prints, not above one that only defines a
     function, so the reader predicts, then runs; and the notebook asks all the page's prompts."""
-    from fieldguide.notebooks import PREDICT, printers, shows_a_result
+    from fieldguide.notebooks.generate import PREDICT, printers, shows_a_result
     cells = json.loads((ROOT / notebook_path(path)).read_text(encoding="utf-8"))["cells"]
     sources = [("".join(c["source"]), c["cell_type"]) for c in cells]
     printing = printers([s for s, kind in sources if kind == "code"])

@@ -19,8 +19,9 @@ import yaml
 
 pytest.importorskip("markdown")  # the glossary is a Markdown extension
 
-from fieldguide import ROOT, glossary
-from fieldguide.pages import is_draft
+from fieldguide import ROOT
+from fieldguide.content.pages import is_draft
+from fieldguide.rendering import glossary
 from tests.helpers import ENTRY_POINTS
 
 DOCS = ROOT / "docs"
@@ -188,7 +189,7 @@ def test_each_term_has_its_own_anchor_and_a_meaning_without_markup():
 def test_the_glossary_page_is_generated_from_the_file():
     import markdown
 
-    md = markdown.Markdown(extensions=["fieldguide.glossary", "def_list", "attr_list"])
+    md = markdown.Markdown(extensions=["fieldguide.rendering.glossary", "def_list", "attr_list"])
     out = md.convert("# Glossary\n\n" + glossary.MARKER + "\n")
     for term, meaning in TERMS.items():
         assert f'<dt id="{glossary.anchor(term)}">{html.escape(term, quote=False)}</dt>' in out
@@ -199,7 +200,7 @@ def test_the_glossary_page_is_generated_from_the_file():
 def test_the_config_appends_the_glossary_to_every_page():
     cfg = config()
     extensions = {next(iter(e)) if isinstance(e, dict) else e: e for e in cfg["markdown_extensions"]}
-    assert {"abbr", "def_list", "attr_list", "fieldguide.glossary"} <= set(extensions)
+    assert {"abbr", "def_list", "attr_list", "fieldguide.rendering.glossary"} <= set(extensions)
     snippets = extensions["pymdownx.snippets"]["pymdownx.snippets"]
     assert "includes/abbreviations.md" in snippets["auto_append"] and snippets["check_paths"]
     assert "content.tooltips" in cfg["theme"]["features"]
@@ -238,7 +239,7 @@ def built(site: Path, path: str) -> str:
 
 class _Prose(HTMLParser):
     """Text of a page's article, outside code, abbreviations and tags' attributes, and outside
-    tables, headings and figure captions, where terms carry no tooltip (fieldguide/glossary.py)."""
+    tables, headings and figure captions, where terms carry no tooltip (fieldguide/rendering/glossary.py)."""
 
     SKIP = {"code", "pre", "abbr", "script", "style", "svg", "object"}  # object: a chart's fallback
     NOT_PROSE = {"table", "figcaption", "h1", "h2", "h3", "h4", "h5", "h6"}

@@ -1,4 +1,4 @@
-"""The rendering extension (fieldguide/render.py): it renders from the runs, and the build fails
+"""The rendering extension (fieldguide/rendering/render.py): it renders from the runs, and the build fails
 on every fault it guards, at any verbosity and under both engines.
 
 Each test builds a tiny MkDocs project in a temporary directory with this repository's Markdown
@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from fieldguide import ROOT
-from fieldguide.codekey import code_keys
+from fieldguide.measuring.codekey import code_keys
 from tests.helpers import fake_benchmark, fake_run, write_run
 
 pytest.importorskip("mkdocs")
@@ -56,7 +56,7 @@ markdown_extensions:
   - {render}:
       timings: fake-gpu-9000
       beside: [fake-gpu-7000]
-  - fieldguide.unrendered
+  - fieldguide.rendering.unrendered
   - admonition
   - pymdownx.details
   - tables
@@ -85,7 +85,7 @@ def project(tmp_path):
 
     write_run(tmp_path / "timings", fake_run(benches()))
 
-    def write_config(render="fieldguide.render"):
+    def write_config(render="fieldguide.rendering.render"):
         text = MKDOCS.format(render=render)
         if render is None:  # the site without the rendering extension
             text = text.replace(
@@ -242,7 +242,7 @@ def test_without_the_render_extension_the_guard_fails_the_build(project):
     project.write_config(render=None)
     result = build(project, PAGE)
     assert result.returncode != 0
-    assert "shortcode left unrendered" in result.stderr and "fieldguide.render" in result.stderr
+    assert "shortcode left unrendered" in result.stderr and "fieldguide.rendering.render" in result.stderr
 
 
 @pytest.mark.parametrize("written", [
@@ -325,7 +325,7 @@ def test_one_build_loads_each_gpu_once_and_keys_each_benchmark_once(project, mon
     from mkdocs.commands.build import build as mkdocs_build
     from mkdocs.config import load_config
 
-    from fieldguide import codekey, timings
+    from fieldguide.measuring import codekey, timings
 
     (project.path / "docs" / "index.md").write_text(textwrap.dedent(PAGE))
     (project.path / "docs" / "other.md").write_text("# Other\n\n<!-- timing-table: copy.* -->\n")
@@ -349,12 +349,12 @@ def test_one_build_loads_each_gpu_once_and_keys_each_benchmark_once(project, mon
 
 
 def test_a_cold_figure_cache_starts_the_prefill_once_and_a_warm_one_never(project, monkeypatch):
-    """fieldguide/figure_prefill.py: started by the first page whose figures missed the cache,
+    """fieldguide/rendering/figure_prefill.py: started by the first page whose figures missed the cache,
     once per build; not at all when every figure is in the cache."""
     from mkdocs.commands.build import build as mkdocs_build
     from mkdocs.config import load_config
 
-    from fieldguide import figure_prefill, render
+    from fieldguide.rendering import figure_prefill, render
 
     chart = "<!-- timing-chart: copy.copy[*] x=bytes y={y} -->\n"
     (project.path / "docs" / "index.md").write_text("# One\n\n" + chart.format(y="median"))

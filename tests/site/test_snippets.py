@@ -8,10 +8,16 @@ from pathlib import Path
 import pytest
 
 from fieldguide import ROOT
-from fieldguide.notebooks import is_workbook
-from fieldguide.pages import gpus_needed_by, included_code
-from fieldguide.pages import includes as page_includes
-from fieldguide.snippets import code_outside_sections, gpus_needed, module_name, sections, snippet_files
+from fieldguide.content.pages import gpus_needed_by, included_code
+from fieldguide.content.pages import includes as page_includes
+from fieldguide.content.snippets import (
+    code_outside_sections,
+    gpus_needed,
+    module_name,
+    sections,
+    snippet_files,
+)
+from fieldguide.notebooks.generate import is_workbook
 from tests.helpers import includes, pages, rel, run_python
 
 SNIPPETS = snippet_files()
@@ -20,7 +26,7 @@ SNIPPETS = snippet_files()
 def run_by_its_notebook(path) -> str | None:
     """The page whose notebook runs exactly this module's code, as `python -m` would, or None.
 
-    That is: every statement is in a section (fieldguide.snippets.code_outside_sections), or
+    That is: every statement is in a section (fieldguide.content.snippets.code_outside_sections), or
     imports from another snippet names that the same page's sections of that snippet define
     before it shows this module's sections that follow the import in the file (the notebook
     defines them there, before the code that can use them); one page shows every section once
@@ -30,7 +36,7 @@ def run_by_its_notebook(path) -> str | None:
     would; and the module reads no command line but through
     `parse_known_args`, which ignores the kernel's arguments (so the notebook runs it as
     `python -m` without arguments does); and the page is no exercise page, whose notebook runs
-    the solutions after all the exercises, not in page order (fieldguide.notebooks.is_workbook:
+    the solutions after all the exercises, not in page order (fieldguide.notebooks.generate.is_workbook:
     its module, in page order, runs as `python -m`). Then running the module as well would run the same
     code twice (a training run of tens of seconds on the CPU for some). Where the page shows
     the sections in another order than the file's, importing the module checks that the file's

@@ -8,6 +8,6 @@ FIELDGUIDE_FAKE_FINGERPRINT holds (JSON) in place of the GPU's.
 import json
 import os
 
-from fieldguide import fingerprint
+from fieldguide.measuring import fingerprint
 
 fingerprint.collect = lambda device_index=0: json.loads(os.environ["FIELDGUIDE_FAKE_FINGERPRINT"])

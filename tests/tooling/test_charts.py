@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from fieldguide import charts
+from fieldguide.rendering import charts
 from tests.helpers import fake_benchmark, fake_timings
 
 pytest.importorskip("matplotlib")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from fieldguide.codekey import code_keys
-from fieldguide.timings import CodeKeys, TimingError, Timings, all_timings, runs_measuring
+from fieldguide.measuring.codekey import code_keys
+from fieldguide.measuring.timings import CodeKeys, TimingError, Timings, all_timings, runs_measuring
 from tests.helpers import fake_benchmark, fake_run, write_run
 
 FAST = "benchmarks/bench_t.py::bench_fast"

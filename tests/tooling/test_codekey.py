@@ -6,7 +6,7 @@ empty fields out of ast.dump: a plain ast.dump keyed the same code differently o
 
 import ast
 
-from fieldguide import codekey
+from fieldguide.measuring import codekey
 
 SOURCE = '''
 class Buffer:

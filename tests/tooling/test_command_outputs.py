@@ -1,11 +1,12 @@
-"""Recorded outputs of shell commands (fieldguide/outputs.py, fieldguide/record_commands.py): a
-declared bash block shows what it printed only while its text and its files are what ran."""
+"""Recorded outputs of shell commands (fieldguide/notebooks/outputs.py,
+fieldguide/notebooks/record_commands.py): a declared bash block shows what it printed only while its text and
+its files are what ran."""
 
 import json
 
 import pytest
 
-from fieldguide import outputs, record_commands
+from fieldguide.notebooks import outputs, record_commands
 
 PAGE = "chapter/page.md"
 MARKDOWN = """# P

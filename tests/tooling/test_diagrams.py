@@ -1,4 +1,4 @@
-"""The core ideas drawn (fieldguide/diagrams.py): each figure on its page with a name, a caption
+"""The core ideas drawn (fieldguide/rendering/diagrams.py): each figure on its page with a name, a caption
 and a description; drawn in both colour schemes with the scheme's own text colours; the host
 queue drawn from a named run; and what the schematics draw agrees with PyTorch and the ring
 algorithm."""
@@ -12,9 +12,10 @@ from fractions import Fraction
 
 import pytest
 
-from fieldguide import ROOT, charts, diagrams, labels
-from fieldguide.shortcodes import Build, find
-from fieldguide.timings import TimingError
+from fieldguide import ROOT
+from fieldguide.measuring.timings import TimingError
+from fieldguide.rendering import charts, diagrams, labels
+from fieldguide.rendering.shortcodes import Build, find
 
 QUEUE_PAGE = "execution/async-execution.md"
 QUEUE_BENCHES = ("async_execution.queue[launch]", "async_execution.queue[launch-and-wait]")
@@ -28,7 +29,7 @@ def _source(page: str) -> str:
 def rendered() -> tuple[Build, dict[str, str]]:
     """Each page with a figure, rendered as the build renders it (shortcodes only)."""
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    default = re.search(r"timings:\s*([\w-]+)", config)[1]   # fieldguide.render's default GPU
+    default = re.search(r"timings:\s*([\w-]+)", config)[1]   # fieldguide.rendering.render's default GPU
     build = Build(ROOT, default)
     pages = {d.page.removeprefix("docs/") for d in diagrams.DIAGRAMS.values()} | {QUEUE_PAGE}
     out = {}
@@ -286,7 +287,7 @@ def test_a_real_trace_has_the_rows_and_names_the_schematic_shows(tmp_path):
 def test_a_notebook_points_to_the_page_for_a_schematic_and_for_numbers(tmp_path):
     """A schematic has no number: its notebook line says a diagram is on the page; the queue
     figure is measured, so its line is the measured-numbers pointer, as for any timing figure."""
-    from fieldguide import notebooks
+    from fieldguide.notebooks import generate as notebooks
 
     (tmp_path / "docs" / "demo").mkdir(parents=True)
     (tmp_path / "docs" / "demo" / "ring.md").write_text(

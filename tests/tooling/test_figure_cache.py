@@ -1,4 +1,4 @@
-"""The figure cache (fieldguide/figure_cache.py) serves a figure only for the inputs it was drawn
+"""The figure cache (fieldguide/rendering/figure_cache.py) serves a figure only for the inputs it was drawn
 from: the same data and code hit; any change in the data, the drawing code or the function
 draws again; an argument it cannot write out in full is never cached."""
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from fieldguide import figure_cache
+from fieldguide.rendering import figure_cache
 
 pytest.importorskip("matplotlib")  # the code key names matplotlib's version
 
@@ -67,10 +67,11 @@ def test_a_change_in_the_drawing_code_draws_again(draw, monkeypatch):
 
 
 def test_the_code_key_covers_the_drawing_code_and_what_it_imports():
-    files = {p.name for p in figure_cache.drawing_modules("fieldguide.roofline")}
+    files = {p.name for p in figure_cache.drawing_modules("fieldguide.rendering.roofline")}
     assert {"roofline.py", "charts.py", "timings.py"} <= files  # roofline imports charts, timings
-    assert "notebooks.py" not in files and "render.py" not in files
-    assert figure_cache.code_key("fieldguide.roofline") != figure_cache.code_key("fieldguide.charts")
+    assert "generate.py" not in files and "render.py" not in files
+    assert (figure_cache.code_key("fieldguide.rendering.roofline")
+            != figure_cache.code_key("fieldguide.rendering.charts"))
 
 
 def test_an_argument_it_cannot_write_out_is_never_cached(draw):

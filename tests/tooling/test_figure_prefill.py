@@ -1,4 +1,4 @@
-"""The figure prefill (fieldguide/figure_prefill.py): it draws exactly the figures the build will
+"""The figure prefill (fieldguide/rendering/figure_prefill.py): it draws exactly the figures the build will
 ask the cache for, last page first; its command carries the build's settings; FIELDGUIDE_NO_PREFILL
 turns it off; it stops once the build's process is gone. (That a build starts it once, on a miss,
 is tests/site/test_site_build.py's; that a cold build gains from it, the loop benchmark's
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldguide import figure_cache, figure_prefill, shortcodes
+from fieldguide.rendering import figure_cache, figure_prefill, shortcodes
 
 pytest.importorskip("matplotlib")
 
@@ -19,7 +19,7 @@ PAGE = "memory/needing-less-memory.md"   # one chart: the cheapest page with a f
 
 
 def settings() -> tuple[str, list[str]]:
-    """The build's own timings settings (mkdocs.yml, under fieldguide.render)."""
+    """The build's own timings settings (mkdocs.yml, under fieldguide.rendering.render)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -28,10 +28,10 @@ def settings() -> tuple[str, list[str]]:
     Loader.add_multi_constructor("", lambda loader, suffix, node: None)
     config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
     for extension in config["markdown_extensions"]:
-        if isinstance(extension, dict) and "fieldguide.render" in extension:
-            options = extension["fieldguide.render"]
+        if isinstance(extension, dict) and "fieldguide.rendering.render" in extension:
+            options = extension["fieldguide.rendering.render"]
             return options["timings"], list(options.get("beside") or [])
-    raise AssertionError("mkdocs.yml configures no fieldguide.render")
+    raise AssertionError("mkdocs.yml configures no fieldguide.rendering.render")
 
 
 def test_it_finds_the_pages_with_figures_last_first(tmp_path):
@@ -98,7 +98,7 @@ def test_its_command_names_the_build_settings_and_its_parent(monkeypatch):
     monkeypatch.setattr(figure_prefill, "_running", [])
     monkeypatch.delenv(figure_prefill.OFF, raising=False)
     process = figure_prefill.start(ROOT, "some-gpu", ["other-gpu"])
-    assert process.command == [sys.executable, "-m", "fieldguide.figure_prefill", str(ROOT),
+    assert process.command == [sys.executable, "-m", "fieldguide.rendering.figure_prefill", str(ROOT),
                                "--gpu", "some-gpu", "--parent", str(os.getpid()),
                                "--beside", "other-gpu"]
 

@@ -1,11 +1,11 @@
-"""`make gpu-round` (fieldguide/gpu_round.py): steps start only while the call's budget has room,
+"""`make gpu-round` (fieldguide/measuring/gpu_round.py): steps start only while the call's budget has room,
 it says what it did, and its archive holds what it wrote."""
 
 import tarfile
 
 import pytest
 
-from fieldguide import gpu_round
+from fieldguide.measuring import gpu_round
 
 
 def test_an_unknown_step_is_refused(capsys):

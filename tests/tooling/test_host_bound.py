@@ -1,13 +1,15 @@
 """Host-bound numbers: marked once beside their benchmark (HOST_BOUND), and said so on the page
-with their range over every run and machine (fieldguide/host_bound.py)."""
+with their range over every run and machine (fieldguide/measuring/host_bound.py)."""
 
 import ast
 
 import pytest
 
-from fieldguide import ROOT, host_bound, report, shortcodes
-from fieldguide.codekey import code_keys
-from fieldguide.timings import CodeKeys, Timings, benchmark_location
+from fieldguide import ROOT
+from fieldguide.measuring import host_bound, report
+from fieldguide.measuring.codekey import code_keys
+from fieldguide.measuring.timings import CodeKeys, Timings, benchmark_location
+from fieldguide.rendering import shortcodes
 from tests.helpers import fake_benchmark, fake_run, write_run
 
 MARKED = sorted(p for p in (ROOT / "benchmarks").glob("bench_*.py")
@@ -53,7 +55,7 @@ def test_a_host_bound_number_shows_its_whole_range_and_machines(tmp_path):
     build = three_leases(tmp_path, launch=[10e-6, 11e-6, 11.5e-6], matmul=[1e-3, 1.1e-3, 1e-3])
     text, _ = build.render_page("<!-- timing-value: x.launch median -->\n\n"
                                 "<!-- timing-value: x.matmul median -->", "p.md", "p/")
-    # the unit once, after the value (the site's number rule, fieldguide/timings.py)
+    # the unit once, after the value (the site's number rule, fieldguide/measuring/timings.py)
     assert ">11.0 µs</span>" in text   # prose: the median alone, the range in the hover title
     assert ('title="Host-bound: 10.0–11.5 over 3 runs on 3 machines (the text shows their median, '
             '11.0 µs). Measures the host (Python and kernel launches). Hosts: Fake CPU, 16 cores'

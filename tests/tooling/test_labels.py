@@ -1,7 +1,7 @@
 """Row labels and series names: every measured benchmark reads as words on a page, not as its id.
 
 The labels are declared beside each benchmark (LABELS and WORDS in benchmarks/bench_*.py, read by
-fieldguide/labels.py); these tests hold them to the committed timings.
+fieldguide/rendering/labels.py); these tests hold them to the committed timings.
 """
 
 import ast
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fieldguide import ROOT, labels, shortcodes
-from fieldguide.pages import is_draft
-from fieldguide.timings import CodeKeys, Timings, benchmark_location
+from fieldguide import ROOT
+from fieldguide.content.pages import is_draft
+from fieldguide.measuring.timings import CodeKeys, Timings, benchmark_location
+from fieldguide.rendering import labels, shortcodes
 from tests.helpers import DOCS, fake_benchmark, fake_run, write_run
 
 TIMINGS = sorted(p for p in (ROOT / "timings").iterdir() if p.is_dir())

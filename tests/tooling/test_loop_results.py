@@ -9,7 +9,8 @@ pytest.importorskip("markdown")  # the table is a Markdown extension
 
 import markdown
 
-from fieldguide import ROOT, loop_results
+from fieldguide import ROOT
+from fieldguide.rendering import loop_results
 
 
 def run(date, commit, steps, note=""):
@@ -59,7 +60,7 @@ def test_the_marker_becomes_the_table_and_a_broken_file_is_a_page_problem(tmp_pa
 
 def test_the_guide_shows_the_committed_results():
     assert loop_results.MARKER in (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
-    assert "  - fieldguide.loop_results" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "  - fieldguide.rendering.loop_results" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     committed = json.loads((ROOT / loop_results.RESULTS).read_text(encoding="utf-8"))
     shown = loop_results.newest_steps(committed)
     for step in ("build_cold", "build_warm", "serve_first_answer", "serve_reload_after_prose_edit",

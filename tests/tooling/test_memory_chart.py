@@ -1,16 +1,16 @@
-"""The memory timeline figure (fieldguide/memory_chart.py) on made-up recordings."""
+"""The memory timeline figure (fieldguide/rendering/memory_chart.py) on made-up recordings."""
 
 import re
 from types import SimpleNamespace
 
 import pytest
 
-from fieldguide.timings import TimingError
+from fieldguide.measuring.timings import TimingError
 from tests.helpers import fake_benchmark, fake_run, write_run
 
 pytest.importorskip("matplotlib")
 
-from fieldguide import memory_chart  # noqa: E402  (needs matplotlib)
+from fieldguide.rendering import memory_chart  # noqa: E402  (needs matplotlib)
 
 MiB, GiB = 2**20, 2**30
 
@@ -89,7 +89,7 @@ def test_a_title_that_cannot_fit_fails():
 def test_renders_the_shortcode_from_a_recorded_run(tmp_path):
     """render_memory as the hook would call it: a figure, its provenance and its numbers."""
     pytest.importorskip("mkdocs")
-    from fieldguide import shortcodes
+    from fieldguide.rendering import shortcodes
 
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "bench_t.py").write_text(

@@ -1,5 +1,5 @@
-"""The notebook generator and the site's links to it, on a tiny project (fieldguide/notebooks.py,
-fieldguide/render.py, fieldguide/outputs.py).
+"""The notebook generator and the site's links to it, on a tiny project (fieldguide/notebooks/generate.py,
+fieldguide/rendering/render.py, fieldguide/notebooks/outputs.py).
 
 A page becomes a notebook of its own sections and prose; numbers stay on the page; write and
 check modes agree; and `mkdocs build --strict` serves the notebook, links it, and fails when it
@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
-from fieldguide import ROOT, notebooks, outputs
+from fieldguide import ROOT
+from fieldguide.notebooks import generate as notebooks
+from fieldguide.notebooks import outputs
 
 SNIPPET = '''\
 """A demo snippet."""
@@ -71,7 +73,7 @@ site_name: notebook links test
 repo_url: https://github.com/acme/guide
 edit_uri: edit/trunk/docs/
 markdown_extensions:
-  - fieldguide.render
+  - fieldguide.rendering.render
   - admonition
   - attr_list
   - tables
@@ -248,8 +250,9 @@ def test_write_then_check(project):
 
 def test_a_cell_shows_the_outputs_recorded_for_its_code_as_it_is_now(project):
     """outputs/<gpu>/<page>.json keys each cell's outputs by its code: a changed cell shows none."""
-    (project / "mkdocs.yml").write_text(MKDOCS.replace("  - fieldguide.render\n",
-                                                       "  - fieldguide.render:\n      timings: fake-gpu\n"))
+    (project / "mkdocs.yml").write_text(MKDOCS.replace(
+        "  - fieldguide.rendering.render\n",
+        "  - fieldguide.rendering.render:\n      timings: fake-gpu\n"))
     notebook = notebooks.build(project, "demo/circles.md", REPO)
     code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
     printed = [{"name": "stdout", "output_type": "stream", "text": "area 3.14\nok\n"}]

@@ -28,7 +28,7 @@ def site(tmp_path, monkeypatch):
     from mkdocs.structure.files import get_files, set_exclusions
 
     monkeypatch.chdir(ROOT)
-    monkeypatch.syspath_prepend(str(ROOT))       # mkdocs.yml's fieldguide.render extension
+    monkeypatch.syspath_prepend(str(ROOT))       # mkdocs.yml's fieldguide.rendering.render extension
     monkeypatch.setenv("NO_MKDOCS_2_WARNING", "1")
     monkeypatch.setenv("FIELDGUIDE_NO_PREFILL", "1")
     config = load_config(str(ROOT / "mkdocs.yml"))

@@ -62,13 +62,13 @@ def test_each_test_is_logged_as_it_starts_and_as_it_ends(tmp_path):
     (tmp_path / "test_sample.py").write_text(TESTS)
     log = tmp_path / "outcomes.jsonl"
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "fieldguide.pytest_plugin",
-         f"--outcomes-log={log}", "test_sample.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+         "fieldguide.measuring.pytest_plugin", f"--outcomes-log={log}", "test_sample.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 1, result.stdout + result.stderr  # test_wrong fails
-    from fieldguide.pytest_plugin import FAILURE_CHARS
+    from fieldguide.measuring.pytest_plugin import FAILURE_CHARS
 
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     starts = {e["test"].split("::")[-1]: e["started"] for e in entries if e["when"] == "start"}
@@ -116,8 +116,8 @@ def test_a_killed_run_shows_which_test_started_and_never_ended(tmp_path, workers
     (tmp_path / "test_sample.py").write_text(HANGS)
     log = tmp_path / "outcomes.jsonl"
     run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "fieldguide.pytest_plugin",
-         *parallel, f"--outcomes-log={log}", "test_sample.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+         "fieldguide.measuring.pytest_plugin", *parallel, f"--outcomes-log={log}", "test_sample.py"],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
@@ -139,7 +139,7 @@ def test_a_killed_run_shows_which_test_started_and_never_ended(tmp_path, workers
 
 
 def test_require_gpus_fails_a_gpu_skip_but_lists_tests_for_a_bigger_machine(tmp_path):
-    from fieldguide.pytest_plugin import fails_require_gpus
+    from fieldguide.measuring.pytest_plugin import fails_require_gpus
 
     assert fails_require_gpus("needs 1 CUDA device(s); this machine has 0")  # no GPU at all
     assert fails_require_gpus("needs 2 CUDA device(s); this machine has 0")
@@ -150,7 +150,7 @@ def test_require_gpus_fails_a_gpu_skip_but_lists_tests_for_a_bigger_machine(tmp_
         "import pytest\n\n\n@pytest.mark.gpus(1)\ndef test_on_a_gpu():\n    pass\n")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-         "fieldguide.pytest_plugin", "--require-gpus", "test_sample.py"],
+         "fieldguide.measuring.pytest_plugin", "--require-gpus", "test_sample.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""},
     )
@@ -161,7 +161,7 @@ def test_require_gpus_fails_a_gpu_skip_but_lists_tests_for_a_bigger_machine(tmp_
 def test_long_tests_start_first_in_every_workers_share():
     from types import SimpleNamespace
 
-    from fieldguide.pytest_plugin import long_tests_first
+    from fieldguide.measuring.pytest_plugin import long_tests_first
 
     def item(name, long=False):
         marker = "fresh_interpreter" if long else None
@@ -185,7 +185,7 @@ def test_tests_sharing_a_module_fixture_come_before_those_sharing_nothing(tmp_pa
         "def test_c(tmp_path):\n    pass\n\n\ndef test_d(trained):\n    pass\n")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "-p", "fieldguide.pytest_plugin", "test_sample.py"],
+         "-p", "fieldguide.measuring.pytest_plugin", "test_sample.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
@@ -198,7 +198,7 @@ def test_after_collects_then_waits_for_its_file(tmp_path):
     (tmp_path / "test_sample.py").write_text("def test_quick():\n    pass\n")
     ended, log = tmp_path / "first-half-ended", tmp_path / "outcomes.jsonl"
     second = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "fieldguide.pytest_plugin",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "fieldguide.measuring.pytest_plugin",
          f"--after={ended}", f"--outcomes-log={log}", "test_sample.py"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
@@ -221,7 +221,7 @@ def test_browser_tests_count_as_long():
     """A browser test loads every page at one width: it starts first, with the long ones."""
     from types import SimpleNamespace
 
-    from fieldguide.pytest_plugin import long_tests_first
+    from fieldguide.measuring.pytest_plugin import long_tests_first
 
     def item(name, marker=None):
         return SimpleNamespace(name=name, get_closest_marker=lambda m: marker if m == marker else None)
@@ -253,7 +253,7 @@ def test_the_suite_collects_without_the_docs_toolchain(tmp_path):
     """A module that imports the docs toolchain (or fieldguide's Markdown extensions) at its top
     must skip there: one collection error stops the whole GPU run before its first test. A
     skip's reason must not read as a GPU skip (`needs `), which --require-gpus fails."""
-    from fieldguide.pytest_plugin import GPU_SKIP_PREFIX
+    from fieldguide.measuring.pytest_plugin import GPU_SKIP_PREFIX
 
     (tmp_path / "sitecustomize.py").write_text(WITHOUT_THEM)
     result = subprocess.run(

@@ -1,11 +1,11 @@
-"""Recorded outputs (fieldguide/outputs.py): a block shows what its code printed on the GPU only
+"""Recorded outputs (fieldguide/notebooks/outputs.py): a block shows what its code printed on the GPU only
 while its code is the code that ran, and a long output starts collapsed."""
 
 import json
 
 import pytest
 
-from fieldguide import outputs
+from fieldguide.notebooks import outputs
 
 SNIPPET = """\
 # --8<-- [start:hello]

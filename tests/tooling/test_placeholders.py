@@ -1,4 +1,4 @@
-"""Scaffold placeholders ("Replace with …") cannot be published: fieldguide/placeholders.py finds
+"""Scaffold placeholders ("Replace with …") cannot be published: fieldguide/rendering/placeholders.py finds
 them, the strict build refuses them, and no published page holds one."""
 
 import re
@@ -8,8 +8,10 @@ import pytest
 
 pytest.importorskip("markdown")  # the check is a Markdown extension
 
-from fieldguide import ROOT, placeholders, scaffold
-from fieldguide.pages import included_code, includes, is_draft, pages
+from fieldguide import ROOT
+from fieldguide.authoring import scaffold
+from fieldguide.content.pages import included_code, includes, is_draft, pages
+from fieldguide.rendering import placeholders
 
 NAMES = scaffold.Names.parse("memory_tricks", "tiny_kernels")
 
@@ -64,8 +66,8 @@ def test_the_site_runs_the_check_after_the_includes():
 
     pytest.importorskip("pymdownx.snippets")
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    assert re.search(r"^  - fieldguide\.placeholders\b", config, re.M)
-    md = markdown.Markdown(extensions=["pymdownx.snippets", "fieldguide.placeholders"])
+    assert re.search(r"^  - fieldguide\.rendering\.placeholders\b", config, re.M)
+    md = markdown.Markdown(extensions=["pymdownx.snippets", "fieldguide.rendering.placeholders"])
     order = [name for name in md.preprocessors._priority]
     assert order.index(next(p for p in order if p.name == "snippet")) < order.index(
         next(p for p in order if p.name == "fieldguide-placeholders"))
@@ -74,7 +76,7 @@ def test_the_site_runs_the_check_after_the_includes():
 MKDOCS = """\
 site_name: placeholder test
 markdown_extensions:
-  - fieldguide.placeholders
+  - fieldguide.rendering.placeholders
   - pymdownx.snippets:
       base_path: [.]
       check_paths: true

@@ -1,4 +1,4 @@
-"""fieldguide/reading_time.py: reading times counted from the words a reader meets, never typed."""
+"""fieldguide/rendering/reading_time.py: reading times counted from the words a reader meets, never typed."""
 
 import math
 import textwrap
@@ -9,7 +9,7 @@ pytest.importorskip("markdown")  # reading times are a Markdown extension
 
 import markdown
 
-from fieldguide import reading_time
+from fieldguide.rendering import reading_time
 
 
 @pytest.fixture
@@ -53,13 +53,13 @@ def test_a_chapter_sums_its_published_pages_and_leaves_drafts_out(tree):
 
 
 def test_a_path_that_names_no_page_fails_the_build_naming_it():
-    md = markdown.Markdown(extensions=["fieldguide.reading_time"])
+    md = markdown.Markdown(extensions=["fieldguide.rendering.reading_time"])
     with pytest.raises(Exception, match=r"reading-time: 'nowhere/' names no published page"):
         md.convert("# Home\n\nA chapter (<!-- reading-time: nowhere/ -->).\n")
 
 
 def test_the_marker_becomes_minutes_and_the_rate_its_words_per_minute():
-    md = markdown.Markdown(extensions=["fieldguide.reading_time"])
+    md = markdown.Markdown(extensions=["fieldguide.rendering.reading_time"])
     html = md.convert("A page (<!-- reading-time: start-here/slow-training.md -->), at "
                       "<!-- reading-time-rate --> words a minute.\n")
     minutes = reading_time.minutes("start-here/slow-training.md")
@@ -69,11 +69,11 @@ def test_the_marker_becomes_minutes_and_the_rate_its_words_per_minute():
 def test_both_engines_run_it():
     from fieldguide import ROOT
 
-    assert "  - fieldguide.reading_time" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "  - fieldguide.rendering.reading_time" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
 
 
 def test_a_marker_in_code_is_quoted_not_counted():
-    md = markdown.Markdown(extensions=["fieldguide.reading_time", "fenced_code"])
+    md = markdown.Markdown(extensions=["fieldguide.rendering.reading_time", "fenced_code"])
     html = md.convert("Write `<!-- reading-time: CHAPTER/ -->` on the home page.\n\n"
                       "```text\n<!-- reading-time: CHAPTER/ -->\n```\n")
     assert html.count("reading-time: CHAPTER/") == 2 and "min read" not in html

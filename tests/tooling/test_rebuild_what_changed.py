@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytest.importorskip("markdown")  # the hook imports fieldguide.render, a Markdown extension
+pytest.importorskip("markdown")  # the hook imports fieldguide.rendering.render, a Markdown extension
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def test_make_serve_is_the_dirty_serve_the_hook_serves():
 
 
 def test_a_full_rebuild_empties_the_rendering_caches(hook, site):
-    from fieldguide import labels
+    from fieldguide.rendering import labels
 
     labels.declarations(ROOT / "benchmarks" / "bench_events.py")  # filled, as a build fills it
     assert labels.declarations.cache_info().currsize >= 1

@@ -1,7 +1,7 @@
 """`make timings-report` names the benchmarks whose runs disagree, and says how many runs each has."""
 
-from fieldguide import report
-from fieldguide.timings import Timings
+from fieldguide.measuring import report
+from fieldguide.measuring.timings import Timings
 from tests.helpers import fake_benchmark, fake_run, write_run
 
 STEADY = "benchmarks/bench_t.py::bench_steady"

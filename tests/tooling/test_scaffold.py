@@ -23,10 +23,12 @@ from urllib.parse import urljoin, urlparse
 
 import pytest
 
-pytest.importorskip("mkdocs")  # before fieldguide.placeholders, which needs Markdown
+pytest.importorskip("mkdocs")  # before fieldguide.rendering.placeholders, which needs Markdown
 
-from fieldguide import ROOT, placeholders, scaffold
-from fieldguide.timing_run import PYTEST_ARGS
+from fieldguide import ROOT
+from fieldguide.authoring import scaffold
+from fieldguide.measuring.timing_run import PYTEST_ARGS
+from fieldguide.rendering import placeholders
 from tests.helpers import STRICT_WARNINGS
 
 CHAPTER, TOPIC = "memory_tricks", "tiny-kernels"   # a new chapter; kebab-case topic on purpose
@@ -269,7 +271,7 @@ def test_the_strict_build_serves_the_page_leaves_the_draft_out_and_every_downloa
 def test_it_refuses_in_one_line_and_writes_nothing(repo, chapter, topic, says):
     copy = repo[0]
     before = git(copy, "status", "--porcelain")
-    result = run([sys.executable, "-m", "fieldguide.scaffold", chapter, topic], copy)
+    result = run([sys.executable, "-m", "fieldguide.authoring.scaffold", chapter, topic], copy)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
     made = run(["make", "-s", "new-page", f"CHAPTER={chapter}", f"TOPIC={topic}"], copy)

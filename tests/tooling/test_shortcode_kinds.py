@@ -1,10 +1,11 @@
-"""One registry of shortcode kinds (`RENDERERS` in fieldguide/shortcodes.py): the contributing
+"""One registry of shortcode kinds (`RENDERERS` in fieldguide/rendering/shortcodes.py): the contributing
 page's table, the module's own reference and every page's shortcodes agree with it."""
 
 import re
 
-from fieldguide import ROOT, shortcodes
-from fieldguide.pages import pages
+from fieldguide import ROOT
+from fieldguide.content.pages import pages
+from fieldguide.rendering import shortcodes
 
 ROW = re.compile(r"^\| `<!-- timing-(?P<kind>[\w-]+):", re.M)
 
@@ -24,7 +25,7 @@ def test_the_modules_reference_lists_each_kind():
 
 
 def test_every_timing_comment_on_a_page_is_a_shortcode_of_a_known_kind():
-    """The build refuses the rest (fieldguide/unrendered.py); this names them without a build."""
+    """The build refuses the rest (fieldguide/rendering/unrendered.py); this names them without a build."""
     found = []
     for page in pages(ROOT / "docs"):
         text = page.read_text(encoding="utf-8")

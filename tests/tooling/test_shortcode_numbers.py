@@ -1,11 +1,12 @@
 """What a number shortcode prints beside the others: a ratio that says which ratio it is, a unit
 written once, an integer setting as an integer, a host range only on what the host moves
-(fieldguide/shortcodes.py, fieldguide/timings.py, fieldguide/host_bound.py)."""
+(fieldguide/rendering/shortcodes.py, fieldguide/measuring/timings.py, fieldguide/measuring/host_bound.py)."""
 
 import pytest
 
-from fieldguide import host_bound, shortcodes
-from fieldguide.timings import carries_unit
+from fieldguide.measuring import host_bound
+from fieldguide.measuring.numbers import carries_unit
+from fieldguide.rendering import shortcodes
 from tests.helpers import fake_benchmark, fake_run, write_run
 
 MODULE = '''LABELS = {"launch": "Launch", "copy": "Copy", "matmul": "Product", "load": "Load"}
@@ -162,7 +163,7 @@ def test_a_crossover_at_the_last_size_alone_says_so():
     sentence names that size as the largest measured instead of 'from ... upwards'."""
     from types import SimpleNamespace
 
-    from fieldguide import shortcodes
+    from fieldguide.rendering import shortcodes
 
     def sweep(medians):
         return [SimpleNamespace(value=lambda f, n=n, m=m: n if f == "n" else m)

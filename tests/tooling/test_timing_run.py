@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from fieldguide import timing_run
-from fieldguide.timings import Timings, benchmark_name
+from fieldguide.measuring import timing_run
+from fieldguide.measuring.timings import Timings, benchmark_name
 
 GOOD = """
 def bench_fast(benchmark):
@@ -296,7 +296,7 @@ def test_each_module_runs_in_a_process_of_its_own(bench_env):
 
 
 def test_a_machine_of_several_gpus_has_its_own_folder():
-    from fieldguide.timings import link_summary, machine_slug
+    from fieldguide.measuring.timings import link_summary, machine_slug
 
     assert machine_slug({"gpu_name": "NVIDIA H200", "gpu_count": 1}) == "nvidia-h200"
     assert machine_slug({"gpu_name": "NVIDIA H200", "gpu_count": 2}) == "2x-nvidia-h200"
@@ -308,7 +308,7 @@ def test_a_machine_of_several_gpus_has_its_own_folder():
 
 
 def test_the_link_summary_tells_nvswitch_from_direct_links():
-    from fieldguide.timings import link_summary
+    from fieldguide.measuring.timings import link_summary
 
     header = "\x1b[4m\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\x1b[0m\n"
     switched = header + "".join(
