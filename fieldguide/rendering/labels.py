@@ -62,6 +62,7 @@ FIELD_LABELS: dict[str, str] = {
     "other_pct": "Other GPU work",
     "gpu_idle_pct": "GPU idle", "sync_wait_pct": "Idle: synchronizing",
     "host_work_pct": "Idle: host work", "launch_wait_pct": "Idle: launching",
+    "other_idle_pct": "Idle: other",
     "fp32_product_pct": "float32 products",
     "first_call_s": "First call", "second_call_s": "Second call", "graphs": "Graphs compiled",
     "peak_gib_per_gpu": "Peak memory per GPU", "allocated_gib_per_gpu": "Allocated per GPU",

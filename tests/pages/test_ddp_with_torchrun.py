@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import within_runs
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "snippets/several_gpus/ddp_with_torchrun.py"
 TIMEOUT = 240  # seconds for one torchrun launch; a hang fails the test instead of CI
@@ -358,6 +360,40 @@ def test_the_profiled_step_carries_gaps_the_timed_step_has_no_room_for(measured)
     for run in measured(one):
         room_ms = run.value(one) * 1e3 - run.value(one, "compute_ms")
         assert run.value(one, "idle_ms") > room_ms, (str(run), room_ms)
+
+
+BUDGET = {case: f"ddp_with_torchrun.budget[{case}]"
+          for case in ("no-sync", "noop-hook", "ddp", "static-graph", "find-unused")}
+ABOUT_AS_LONG = 0.03  # "about as long as on one GPU": within 3 % of the one-GPU step
+UNCHANGED = 0.01  # static_graph "left the step unchanged": within 1 % of plain DDP
+
+
+def test_budget_inside_no_sync_takes_about_as_long_as_one_gpu(measured):
+    one = "ddp_with_torchrun.step[1gpu-4096]"
+    per_run = [run.value(one) for run in measured(one)]
+    for run in measured(*BUDGET.values()):
+        no_sync = run.value(BUDGET["no-sync"])
+        assert within_runs(no_sync, per_run, ABOUT_AS_LONG), (str(run), no_sync, per_run)
+
+
+def test_budget_hooks_and_communication_each_add_time_in_every_run(measured):
+    for run in measured(*BUDGET.values()):
+        steps = [run.value(BUDGET[c]) for c in ("no-sync", "noop-hook", "ddp")]
+        assert steps == sorted(steps) and len(set(steps)) == 3, (str(run), steps)
+
+
+def test_budget_static_graph_is_unchanged_and_find_unused_is_longer(measured):
+    for run in measured(*BUDGET.values()):
+        ddp = run.value(BUDGET["ddp"])
+        assert abs(run.value(BUDGET["static-graph"]) / ddp - 1) < UNCHANGED, str(run)
+        assert run.value(BUDGET["find-unused"]) > ddp, str(run)
+
+
+def test_budget_the_second_step_under_ddp_is_longer_than_a_timed_step(measured):
+    second = "ddp_with_torchrun.memory[2gpus]"
+    for run in measured(second, BUDGET["ddp"]):
+        assert run.value(second, "second_step_gpu0_ms") > run.value(BUDGET["ddp"]) * 1e3, \
+            str(run)
 
 
 @pytest.mark.parametrize("batch", [4096, 16384])

@@ -272,6 +272,49 @@ def test_both_ddps_peak_above_one_gpu_by_at_least_their_buckets(measured):
             assert above > _copy_gib(run) - PEAK_TOLERANCE_GIB, (str(run), ddp, above)
 
 
+MEMORY = "ddp_with_torchrun.memory[{}]"  # the second step, then a steady step by phase
+MEMORY_CASES = [MEMORY.format(c) for c in ("1gpu", "2gpus", "2gpus-bucket-view")]
+PHASES = ("peak_second_step", "held_at_start", "peak_forward", "peak_backward",
+          "held_after_backward", "peak_optimizer")
+
+
+def _memory_copy_gib(run):
+    """One float32 copy of every gradient, from the memory benchmark's own record."""
+    return run.value(MEMORY_CASES[1], "parameters") * 4 / 2**30
+
+
+def test_the_bucket_views_phases_are_the_same_in_every_run(measured):
+    runs = measured(*MEMORY_CASES)
+    for phase in PHASES:
+        for gpu in (0, 1):
+            values = [run.value(MEMORY_CASES[2], f"{phase}_gpu{gpu}_gib") for run in runs]
+            assert max(values) - min(values) < PEAK_TOLERANCE_GIB, (phase, gpu, values)
+
+
+def test_plain_ddps_phases_differ_between_runs_by_one_gradient_copy(measured):
+    runs = measured(*MEMORY_CASES)
+    for phase in PHASES:
+        values = [run.value(MEMORY_CASES[1], f"{phase}_gpu0_gib") for run in runs]
+        spread = max(values) - min(values)
+        assert abs(spread - _memory_copy_gib(runs[0])) < PEAK_TOLERANCE_GIB, (phase, values)
+
+
+def test_the_backward_pass_leaves_a_gradient_copy_beside_the_buckets_without_the_view(
+        measured):
+    """Plain DDP holds the gradients beside the buckets after the backward pass; with the
+    view the gradients are the buckets, and nothing more is held than at the start."""
+    plain, view = MEMORY_CASES[1:]
+    for run in measured(*MEMORY_CASES):
+        for gpu in (0, 1):
+            grown = {ddp: run.value(ddp, f"held_after_backward_gpu{gpu}_gib")
+                     - run.value(ddp, f"held_at_start_gpu{gpu}_gib") for ddp in (plain, view)}
+            assert abs(grown[plain] - _memory_copy_gib(run)) < PEAK_TOLERANCE_GIB, (str(run), grown)
+            assert abs(grown[view]) < PEAK_TOLERANCE_GIB, (str(run), grown)
+            field = f"held_after_backward_gpu{gpu}_gib"
+            assert run.value(view, field) <= run.value(plain, field) + PEAK_TOLERANCE_GIB, \
+                str(run)
+
+
 def _workload_parameters():
     """The benchmarks' model, counted without allocating it (meta tensors)."""
     import torch

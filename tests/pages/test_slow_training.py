@@ -355,6 +355,17 @@ def test_the_example_trace_of_every_gpu_takes_the_same_branches(snippet, tmp_pat
     assert len(found) >= 2 and len({tuple(n) for n in found.values()}) == 1, found
 
 
+def test_the_example_trace_table_sentence_holds_on_every_run(measured):
+    """The page's sentence under the example trace's table: idle most of the step, the
+    launches' waits more than host work and synchronizing together, tiny kernels first."""
+    for run in measured("slow_training.trace"):
+        extra = run.record("slow_training.trace").extra
+        assert extra["gpu_idle_pct"] > 50, str(run)
+        assert extra["launch_wait_pct"] > extra["host_work_pct"] + extra["sync_wait_pct"], \
+            str(run)
+        assert extra["branches"].split(" / ")[0].startswith("tiny kernels"), str(run)
+
+
 def test_the_busy_branch_is_what_remains_and_says_to_compare_with_the_peak():
     busy = sections(PAGE.read_text(encoding="utf-8"))["the-gpu-is-busy"]
     assert "whenever nothing else" in busy and "peak" in busy and "more speed" not in busy
