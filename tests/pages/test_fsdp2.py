@@ -272,6 +272,17 @@ def test_both_ddps_peak_above_one_gpu_by_at_least_their_buckets(measured):
             assert above > _copy_gib(run) - PEAK_TOLERANCE_GIB, (str(run), ddp, above)
 
 
+BLOCKING, ASYNC = "fsdp2.checkpoint[blocking]", "fsdp2.checkpoint[async]"
+
+
+def test_async_save_holds_the_loop_for_less_than_a_blocking_save(measured):
+    """The loop waits for the copy to CPU memory, not for the files; those are written after
+    the call returned, so the save's own time is at least the time the loop was held."""
+    for run in measured(BLOCKING, ASYNC):
+        assert run.value(ASYNC) < run.value(BLOCKING), str(run)
+        assert run.value(ASYNC, "save_ms") >= run.value(ASYNC) * 1e3, str(run)
+
+
 def _workload_parameters():
     """The benchmarks' model, counted without allocating it (meta tensors)."""
     import torch
