@@ -281,6 +281,9 @@ def test_async_save_holds_the_loop_for_less_than_a_blocking_save(measured):
     for run in measured(BLOCKING, ASYNC):
         assert run.value(ASYNC) < run.value(BLOCKING), str(run)
         assert run.value(ASYNC, "save_ms") >= run.value(ASYNC) * 1e3, str(run)
+        # and it finishes writing later than dcp.save (2x H200: 1730, 1776, 1583 ms against
+        # 1232, 1255, 1052)
+        assert run.value(ASYNC, "save_ms") > run.value(BLOCKING, "save_ms"), str(run)
 
 
 def _workload_parameters():
