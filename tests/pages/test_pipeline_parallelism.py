@@ -28,10 +28,22 @@ PROCESSES = RANK_PROCESSES
 pytestmark = pytest.mark.snippet("snippets/several_gpus/pipeline_parallelism.py")
 
 CLAIMS = {
-    # Fixed micro-batch (4096 samples), GPipe: the idle share read from the kernel timelines
-    "idle_above_formula_max": 0.05,  # over (S-1)/(M+S-1), at most
-    "idle_below_formula_max": 0.02,  # under it, at most (no GPipe step beats its bubble)
+    # Fixed micro-batch (4096 samples), GPipe on 2 H200s, M = 2, 4, 8, 16: the idle share read
+    # from the kernel timelines over (S-1)/(M+S-1). Runs 20261128T173642Z (lease 1), 195745Z and
+    # 200256Z (lease d9e87b2f): 0.054 0.066 0.065 0.063 / 0.055 0.058 0.060 0.058 /
+    # 0.051 0.060 0.061 0.058: above the formula at every M, by 0.051 to 0.066
+    "idle_above_formula_min": 0.04,
+    "idle_above_formula_max": 0.07,
+    # fill and drain (mean of the two GPUs) against half the formula's share (GPipe puts the
+    # first GPU's part of the bubble between its forward and backward chunks): within 0.004
+    "fill_drain_off_half_formula_max": 0.005,
+    # Fixed batch, 16 micro-batches: compute inflation 0.995 1.006 1.003 (GPipe), 0.998 0.998
+    # 0.999 (1F1B): the kernel time that grew with M is there when the stages run alone
+    "inflation_at_16_off_one_max": 0.01,
 }
+# What the draft claimed before three runs: idle within 5 points above the formula and at most 2
+# below. All three runs put it 5.1 to 6.6 points above (the strict xfail below keeps it in view).
+FORMULA_WITHIN = (0.05, 0.02)
 
 SINGLE = ("ScheduleGPipe", "Schedule1F1B")
 MULTI = ("ScheduleInterleaved1F1B", "ScheduleLoopedBFS", "ScheduleInterleavedZeroBubble",
@@ -263,17 +275,34 @@ def measured_where(measured, _all_timings, _code_keys):
 
 
 @pytest.mark.parametrize("gpus", [pytest.param(2, marks=pytest.mark.xfail(strict=True, reason=(
-    "the first run of the rebuilt benchmark (2x H200, 2026-11-28) has GPipe at 2 micro-batches of "
-    "8192 idle 0.387 of the step against the formula's 0.333: the page (a draft) must be written "
-    "from three runs before it claims this"))), 4])
+    "all three runs on 2 H200s (20261128T173642Z, 195745Z, 200256Z; two leases) put GPipe's idle "
+    "share at 4096 samples per micro-batch 0.051 to 0.066 above the formula, at every M "
+    "(M=2: 0.387/0.388/0.384 against 0.333; M=4: 0.266/0.258/0.260 against 0.200): the formula "
+    "is a floor here, not within 5 points; the page claims what the runs show instead"))), 4])
 def test_idle_at_a_fixed_micro_batch_follows_the_bubble_formula(measured_where, gpus):
     """With 4096 samples per micro-batch the work grows with M, as the formula assumes: the idle
-    share read from the kernel timelines lies near (S-1)/(M+S-1), and not below it."""
+    share read from the kernel timelines lies within 5 points above (S-1)/(M+S-1) and 2 below."""
+    above, below = FORMULA_WITHIN
     for name in FIXED_ROWS[gpus]:
         for run in measured_where(gpus, name):
             idle, formula = run.value(name, "idle_share"), run.value(name, "bubble_formula")
+            assert idle - formula <= above, (str(run), name, idle)
+            assert formula - idle <= below, (str(run), name, idle)
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_idle_at_a_fixed_micro_batch_lies_a_few_points_above_the_formula(measured_where, gpus):
+    """The bubble is a floor: at every M the idle share read from the timelines lies above
+    (S-1)/(M+S-1) by what the page's bounds say, and fill and drain are half of the formula's
+    share (GPipe's first GPU waits out its part between its forward and backward chunks)."""
+    for name in FIXED_ROWS[gpus]:
+        for run in measured_where(gpus, name):
+            idle, formula = run.value(name, "idle_share"), run.value(name, "bubble_formula")
+            assert idle - formula >= CLAIMS["idle_above_formula_min"], (str(run), name, idle)
             assert idle - formula <= CLAIMS["idle_above_formula_max"], (str(run), name, idle)
-            assert formula - idle <= CLAIMS["idle_below_formula_max"], (str(run), name, idle)
+            if gpus == 2:
+                off = run.value(name, "fill_drain_share") - formula / 2
+                assert abs(off) <= CLAIMS["fill_drain_off_half_formula_max"], (str(run), name)
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -289,6 +318,35 @@ def test_at_a_fixed_batch_the_pipelines_compute_grows_with_m(measured, schedule)
     few, many = step(schedule, 2, 16384, 4), step(schedule, 2, 16384, 16)
     for run in measured(few, many):
         assert run.value(few, "busy_ms") < run.value(many, "busy_ms"), str(run)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_at_16_micro_batches_the_grown_compute_is_there_alone_too(measured, schedule):
+    """Compute inflation (kernel time in the pipeline over the same passes alone) stays near 1:
+    the work grew with the cut, not from running beside the other stage."""
+    many = step(schedule, 2, 16384, 16)
+    for run in measured(many):
+        off = abs(run.value(many, "compute_inflation") - 1)
+        assert off <= CLAIMS["inflation_at_16_off_one_max"], (str(run), off)
+
+
+def test_gpipe_at_16_micro_batches_is_slower_than_one_gpu(measured):
+    many, one = step("gpipe", 2, 16384, 16), "pipeline_parallelism.one_gpu"
+    for run in measured(many, one):
+        assert run.value(many) > run.value(one), str(run)
+
+
+@pytest.mark.parametrize("schedule", ["interleaved1f1b", "interleavedzb", "zbv"])
+def test_two_stages_per_gpu_shorten_fill_and_drain_but_lose_to_1f1b(measured, schedule):
+    """8 micro-batches of 2048: against 1F1B with one stage per GPU, each schedule with two has
+    less fill and drain, more waits, more idle, more compute inflation, and a longer step."""
+    one, two = step("1f1b", 2, 16384, 8), step(schedule, 2, 16384, 8)
+    for run in measured(one, two):
+        more = {f: run.value(two, f) > run.value(one, f)
+                for f in ("fill_drain_share", "waits_share", "idle_share", "compute_inflation")}
+        assert more == {"fill_drain_share": False, "waits_share": True, "idle_share": True,
+                        "compute_inflation": True}, (str(run), more)
+        assert run.value(two) > run.value(one), str(run)
 
 
 @pytest.mark.parametrize("gpus", [2, 4])

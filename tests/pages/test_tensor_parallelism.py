@@ -28,14 +28,19 @@ pytestmark = pytest.mark.snippet("snippets/several_gpus/tensor_parallelism.py")
 
 CLAIMS = {
     # One block, tensor parallel, against the whole block on one GPU of the same machine. The
-    # first runs (2026-11-28, torch 2.11, before host_ms was recorded): 1.29 on 2 H200s; 4 H200s
-    # 1.37 against the 2-GPU machine's one-GPU point (the 4-GPU run measured no 1-GPU point).
-    "speedup_2gpus_min": 1.15,
+    # runs of the current code on 2 H200s (20261128T173642Z lease 1; 195745Z and 200857Z lease
+    # d9e87b2f): 1.65, 1.47, 1.48. The one 4-H200 run (older code): 1.37 against the 2-GPU
+    # machine's one-GPU point; the 4-GPU claims hold where a run of the current code exists.
+    "speedup_2gpus_min": 1.4,
     "speedup_4gpus_min": 1.2,
-    # Sequence parallelism on one block against plain TP, same GPUs: its step's time (first runs:
-    # 1.25 on 2 H200s, 1.42 on 4) and its peak memory per GPU (1.06 on 2, 1.00 on 4)
+    # host_ms / median: split over 2 H200s, TP 0.77, 1.07, 0.89 and TP + SP 0.85, 1.07, 0.89;
+    # one H200 0.14, 0.16, 0.16
+    "split_host_share_min": 0.75,
+    "one_host_share_max": 0.2,
+    # Sequence parallelism on one block against plain TP, same GPUs: its step's time (2 H200s:
+    # 1.14, 1.27, 1.16) and its peak memory per GPU (1.059 in each run)
     "sp_over_tp_time_min": 1.1,
-    "sp_peak_over_tp_min": 0.98,
+    "sp_peak_over_tp_min": 1.05,
 }
 
 
@@ -132,19 +137,48 @@ def test_fsdp2_with_tp_on_a_2d_mesh_trains_like_one_device(ranks):
 STEP = "tensor_parallelism.step[{}]"
 
 
+@pytest.fixture
+def measured_where(measured, _all_timings, _code_keys):
+    """measured(*names) for the 2-GPU points (the page shows them); the 4-GPU points only where
+    a run of the current code holds them (the page shows none: the four-GPU machine is lent at
+    times, and its runs go to the scaling page first)."""
+    from fieldguide.timings import TimingError, runs_measuring
+
+    def runs(gpus, *names):
+        if gpus == 2:
+            return measured(*names)
+        try:
+            return runs_measuring(_all_timings, *names, keys=_code_keys)
+        except TimingError:
+            return []
+
+    return runs
+
+
 @pytest.mark.parametrize("gpus", [2, 4])
-def test_n_gpus_run_the_block_faster_than_one(measured, gpus):
+def test_n_gpus_run_the_block_faster_than_one(measured_where, gpus):
     """Against the one-GPU point of the same run (the same machine and lease)."""
     one, split = STEP.format("one-1gpu"), STEP.format(f"tp-{gpus}gpus")
-    for run in measured(one, split):
+    for run in measured_where(gpus, one, split):
         speedup = run.value(one) / run.value(split)
         assert speedup >= CLAIMS[f"speedup_{gpus}gpus_min"], (str(run), speedup)
 
 
+def test_split_steps_go_at_the_hosts_pace(measured):
+    """host_ms, the time to issue one step, is most of a split step and little of the whole's."""
+    one, tp, sp = (STEP.format(p) for p in ("one-1gpu", "tp-2gpus", "sp-2gpus"))
+    for run in measured(one, tp, sp):
+        share = run.value(one, "host_ms") / (1e3 * run.value(one))  # ms against s
+        assert share <= CLAIMS["one_host_share_max"], (str(run), share)
+        for split in (tp, sp):
+            share = run.value(split, "host_ms") / (1e3 * run.value(split))
+            assert share >= CLAIMS["split_host_share_min"], (str(run), split, share)
+
+
 @pytest.mark.parametrize("gpus", [2, 4])
-def test_sequence_parallelism_is_slower_and_no_lighter_on_one_block(measured, gpus):
+def test_sequence_parallelism_is_slower_and_no_lighter_on_one_block(measured_where, gpus):
     tp, sp = STEP.format(f"tp-{gpus}gpus"), STEP.format(f"sp-{gpus}gpus")
-    for run in measured(tp, sp):
+    for run in measured_where(gpus, tp, sp):
         slower = run.value(sp) / run.value(tp)
         assert slower >= CLAIMS["sp_over_tp_time_min"], (str(run), slower)
         peak = run.value(sp, "peak_gib_per_gpu") / run.value(tp, "peak_gib_per_gpu")
