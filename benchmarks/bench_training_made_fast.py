@@ -47,6 +47,14 @@ LABELS = {
     "ddp": "{number}. {change}: {batch} sequences a step on each",
 }
 WORDS = {}
+# What measures the host as much as the GPU (fieldguide/host_bound.py): from step 5 on, the
+# traces show the GPU waiting on kernel launches for a third to two thirds of the step.
+HOST_BOUND = {
+    "step[5-shapes]": "Python and the step's kernel launches",
+    "step[6-fused]": "Python and the step's kernel launches",
+    "step[7-compile]": "Python, the compiled code's host work and its kernel launches",
+    "step[8-checkpointing]": "Python, the compiled code's host work and its kernel launches",
+}
 
 # (number, recipe, the change it makes, in a few words, the precision its products run in)
 STEPS = [
