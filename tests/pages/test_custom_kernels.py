@@ -18,7 +18,11 @@ CLAIMS = {
     "compile_share_of_copy": 0.85,  # torch.compile's kernel reaches this share of a copy
     # attention (custom_kernels_attention), GPU time at the longest sequence:
     "longest_seq": 8192,
+    # the formula as Inductor rewrote it against the cuDNN backend: GPU time this close (a
+    # share), the same bytes, at every length
+    "compiled_vs_cudnn": 0.02,
 }
+REFERENCE = "nvidia-h200"  # the GPU the page's "on the H200" sentences name
 
 ATTENTION = "custom_kernels_attention.attention"
 FUSED = ["flash", "efficient", "cudnn", "flex"]  # the kernels that never write the scores
@@ -212,6 +216,44 @@ def test_fused_attention_beats_the_unfused_formula_at_the_longest_sequence_in_ev
         unfused = run.value(attention("unfused", seq), "kernel_s")
         for impl in ("compiled", "flash"):
             assert run.value(attention(impl, seq), "kernel_s") < unfused, (run, impl)
+
+
+def test_every_fused_kernel_beats_the_unfused_formula_at_every_length_in_every_run(measured):
+    # "Every fused kernel beat the formula compiled as written at every length measured".
+    for seq in SEQS:
+        for run in measured(*(attention(impl, seq) for impl in IMPLS)):
+            unfused = run.value(attention("unfused", seq), "kernel_s")
+            for impl in ["compiled", *FUSED]:
+                assert run.value(attention(impl, seq), "kernel_s") < unfused, (run, impl, seq)
+
+
+def reference_runs(measured, *names):
+    """The runs of the GPU the page's sentence names; none is a failure, not a pass."""
+    runs = [run for run in measured(*names) if run.timings.slug == REFERENCE]
+    assert runs, f"no {REFERENCE} run measured {names}"
+    return runs
+
+
+def test_the_rewritten_formula_matches_the_cudnn_backend_in_every_run(measured):
+    # "At every length it allocated the same bytes as the cuDNN backend and took the same
+    # time, within" the bound: on the H200 Inductor's rewrite behaves as cuDNN's kernel.
+    for seq in SEQS:
+        compiled, cudnn = attention("compiled", seq), attention("cudnn", seq)
+        for run in reference_runs(measured, compiled, cudnn):
+            assert (run.value(compiled, "peak_bytes")
+                    == run.value(cudnn, "peak_bytes")), (run, seq)
+            ratio = run.value(compiled, "kernel_s") / run.value(cudnn, "kernel_s")
+            assert abs(ratio - 1) <= CLAIMS["compiled_vs_cudnn"], (run, seq, ratio)
+
+
+def test_flash_is_slower_than_cudnn_and_flex_between_them_in_every_run(measured):
+    # "There the flash backend took longer than cuDNN at every length, ... and
+    # FlexAttention's generated kernel came between the two".
+    for seq in SEQS:
+        names = [attention(impl, seq) for impl in ("cudnn", "flex", "flash")]
+        for run in reference_runs(measured, *names):
+            cudnn, flex, flash = (run.value(name, "kernel_s") for name in names)
+            assert cudnn < flex < flash, (run, seq, cudnn, flex, flash)
 
 
 def test_the_fp32_mlp_is_right_of_the_fp32_ridge_in_every_run(measured):

@@ -294,6 +294,11 @@ NOTEBOOK_PAGES = [path for path in PROMPTED if prompts.prompts(text(path))
 PRINTS_NOTHING = {
     "start-here/will-it-fit.md": "its code only defines the estimators; the comparisons with the "
                                  "runs are drawn by the site, and no cell runs one",
+    "compilers/torch-compile.md": "the chain's prompt sits above the modes cell, which compiles "
+                                  "and prints nothing; the timings are the benchmark's",
+    "compilers/triton-kernels.md": "its timing prompts sit above kernel_time and the plain "
+                                   "launch, which define and print nothing; the timings are the "
+                                   "benchmark's",
 }
 
 
@@ -328,7 +333,10 @@ def test_in_every_notebook_each_prompt_sits_above_a_cell_that_prints_its_result(
 EXERCISE_PAGES = [path for _, _, path in NAV if is_workbook(path)]
 # Exercise pages of chapters another branch is editing: the lead writes their list after the
 # merge and removes the entry (a strict expected failure says when one passes).
-NO_CHECK_YET: dict[str, str] = {}
+NO_CHECK_YET: dict[str, str] = {
+    "compilers/compilers-exercises.md": "published (issue 42) without its Check yourself list; "
+                                        "the lead writes it",
+}
 FEWEST_CHECKS, MOST_CHECKS = 6, 10
 CHECK = re.compile(r'^\?\?\? question "(?P<n>\d+)\. (?P<question>[^"]+)"[ \t]*\n'
                    r'(?P<body>(?:(?:[ \t]*|    .*)\n)*)', re.M)
