@@ -364,6 +364,9 @@ def test_the_example_trace_table_sentence_holds_on_every_run(measured):
         assert extra["launch_wait_pct"] > extra["host_work_pct"] + extra["sync_wait_pct"], \
             str(run)
         assert extra["branches"].split(" / ")[0].startswith("tiny kernels"), str(run)
+        # profiled, the step is longer than the timed median (the profiler's host time)
+        assert extra["profiled_step_us"] > 1e6 * run.value("slow_training.trace", "median"), \
+            str(run)
 
 
 def test_the_busy_branch_is_what_remains_and_says_to_compare_with_the_peak():
@@ -461,3 +464,17 @@ def test_the_drawn_decision_procedure_is_where_to_look_s(snippet):
             assert flat(symptom).endswith(f"({', '.join(causes)})"), (symptom, causes)
     assert snippet.BUSY.split(": ", 1)[1] in flat(DECISION_BUSY)
     assert "MIN_SHARE" in DIAGRAMS["slow-step-decision"].description
+
+
+def test_the_real_job_sentences_hold_on_every_run(measured, snippet):
+    """'One real job, read before and after': the baseline busy, in float32 products (its
+    only branch); TF32 (step 3) faster than step 2; step 7 waits on launches, first."""
+    steps = [f"training_made_fast.step[{s}]" for s in
+             ("0-baseline", "2-read-every", "3-tf32", "7-compile")]
+    for run in measured(*steps):
+        base, before, tf32, last = (run.record(s).extra for s in steps)
+        assert base["gpu_idle_pct"] < 100 * snippet.MIN_SHARE, str(run)
+        assert base["branches"] == snippet.FP32, str(run)
+        assert run.value(steps[2], "per_op") < run.value(steps[1], "per_op"), str(run)
+        assert tf32["fp32_product_pct"] == 0 < before["fp32_product_pct"], str(run)
+        assert last["branches"].split(" / ")[0] == LAUNCH, str(run)
