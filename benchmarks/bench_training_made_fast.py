@@ -9,7 +9,7 @@ read it every READ_EVERY steps. `ops` is READ_EVERY, so `per_op` is the time of 
 training step as the loop runs it (host, data and GPU together); `tokens_per_s` from the
 median. `flops`: the model's flops per step (step_flops, the real vocabulary: the padded
 classes are no useful work); `mfu_pct`: those flops per second over the GPU's datasheet
-peak for the precision the step computes in (fieldguide/rendering/datasheets.toml: fp32 for steps
+peak for the precision the step computes in (fieldguide/datasheets.toml: fp32 for steps
 0-2, tf32 for 3, bf16 from 4), `datasheet_tflops` that peak. `peak_memory_gib`: everything
 allocated at the peak (weights, AdamW's state, activations). `final_loss`: the last loss
 read. Then a short profiler trace of the same loop (take_trace of the Start here page:

@@ -9,7 +9,7 @@ Everything measured here comes from timing records: the memory roof from a copy 
 `bandwidth_gbs`, each compute roof from a benchmark's `flops` / median time, and a point for every
 benchmark whose `extra_info` holds both `flops` and `bytes`. Measured roofs are what the site's
 own benchmarks reached, so those benchmarks sit at 100% of them by construction; beside them the
-chart draws the vendor's datasheet peaks for the GPU (fieldguide/rendering/datasheets.toml, citations, not
+chart draws the vendor's datasheet peaks for the GPU (fieldguide/datasheets.toml, citations, not
 measurements) and the summary gives each measured ceiling and point as a share of them.
 """
 
@@ -29,7 +29,8 @@ from fieldguide.measuring.timings import Record, TimingError
 from fieldguide.rendering import charts  # selects matplotlib's Agg backend before anything draws
 from fieldguide.rendering.charts import PALETTE
 
-DATASHEETS = Path(__file__).with_name("datasheets.toml")
+# beside the packages: the benchmarks read it too (bench_training_made_fast: MFU)
+DATASHEETS = Path(__file__).resolve().parents[1] / "datasheets.toml"
 
 
 @dataclass(frozen=True)
