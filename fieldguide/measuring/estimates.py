@@ -371,7 +371,7 @@ def _bubble(data: Data, many: bool) -> Iterator[Point]:
     median over profiled steps of each GPU's idle share of the step (idle_share)."""
     for slug, bench, record in data.records("pipeline_parallelism.step[*]"):
         x = record.extra
-        if x["schedule"] not in ("gpipe", "1f1b") or (x["microbatches"] > 2 * x["stages"]) != many:
+        if x["schedule"] not in ("gpipe", "1f1b") or (x["microbatches"] > x["stages"]) != many:
             continue
         m = x["microbatches"]
         yield Point(f"{x['schedule']}, {x['stages']} stages, {m} micro-batch"
@@ -414,7 +414,7 @@ CHECKS: dict[str, Check] = {
                         lambda d: _waves(d, full=True)),
     "waves_partial": Check("Matrix products whose last wave is partly empty", "matmul_seconds",
                            lambda d: _waves(d, full=False)),
-    "bubble": Check("Pipeline bubble, up to 2 micro-batches a stage", "bubble_fraction",
+    "bubble": Check("Pipeline bubble, up to one micro-batch a stage", "bubble_fraction",
                     lambda d: _bubble(d, many=False)),
     "bubble_many": Check("Pipeline bubble, more micro-batches", "bubble_fraction",
                          lambda d: _bubble(d, many=True)),

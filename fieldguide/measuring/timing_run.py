@@ -5,15 +5,15 @@
 such a machine, `CUDA_VISIBLE_DEVICES=0 make timings` measures the single-GPU benchmarks as a
 run of that GPU model.
 
-    python3 -m fieldguide.measuring.timing_run                 # every benchmark: a new complete run
-    python3 -m fieldguide.measuring.timing_run --stale         # only those this GPU never measured, or
-                                                     # whose code changed since: a partial run
-    python3 -m fieldguide.measuring.timing_run --only NAME ... # re-measure some: a new partial run
-    python3 -m fieldguide.measuring.timing_run --list          # the benchmark names
-    python3 -m fieldguide.measuring.timing_run --stale --list  # what --stale would measure here
-    python3 -m fieldguide.measuring.timing_run --wanted        # --stale, and those short of 3 runs from 2
-                                                     # leases (at most 2 of them from this lease)
-    python3 -m fieldguide.measuring.timing_run --deadline 420  # start no module after 420 s: a partial run
+    python3 -m fieldguide.timing_run                 # every benchmark: a new complete run
+    python3 -m fieldguide.timing_run --stale         # only those this GPU never measured, or
+                                           # whose code changed since: a partial run
+    python3 -m fieldguide.timing_run --only NAME ... # re-measure some: a new partial run
+    python3 -m fieldguide.timing_run --list          # the benchmark names
+    python3 -m fieldguide.timing_run --stale --list  # what --stale would measure here
+    python3 -m fieldguide.timing_run --wanted        # --stale, and those short of 3 runs from 2
+                                           # leases (at most 2 of them from this lease)
+    python3 -m fieldguide.timing_run --deadline 420  # start no module after 420 s: a partial run
 
 A run ends by saying how long a full run takes on this GPU: measured, or estimated from the
 kept runs' wall times (`--stale` with nothing to measure says it too).

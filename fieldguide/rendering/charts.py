@@ -79,7 +79,7 @@ def time_unit(seconds: list[float]) -> tuple[str, float]:
 
 def axis_unit(field: str, values: list[float]) -> tuple[str | None, float]:
     """(unit shown on the axis, divisor) for a field."""
-    if field in TIME_FIELDS or field == "per_op":
+    if field in TIME_FIELDS or field == "per_op" or field.endswith("_s"):  # kernel_s: seconds
         return time_unit(values)
     return {"bandwidth_gbs": ("GB/s", 1.0), "tflops": ("TFLOP/s", 1.0)}.get(field, (None, 1.0))
 

@@ -23,7 +23,7 @@ CLAIMS = {
     "all_reduce": 0.25,        # 16 MiB and more, latency and bus bandwidth of the same run
     "all_reduce_small": 1.0,   # under 16 MiB: within a factor of two
     "all_reduce_gpus": 0.15,   # four GPUs from two GPUs' bus bandwidth
-    "bubble": 0.20,            # up to two micro-batches a stage
+    "bubble": 0.20,            # up to one micro-batch a stage
     "waves_full": 0.15,        # shapes whose last wave is full
     # misses, by at least this much, in the direction the page says
     "copy_pageable": 0.50,     # the link alone: under the measured time by at least this

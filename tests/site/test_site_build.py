@@ -300,7 +300,7 @@ def test_a_broken_part_of_the_extension_fails_the_build(project, fault):
     broken = {"renderer": "shortcodes.RENDERERS.pop('table', None)",
               "figures": "render._write = lambda *args: None"}[fault]
     (project.path / "broken_render.py").write_text(
-        "from fieldguide import render, shortcodes\n\n" + broken + "\n"
+        "from fieldguide.rendering import render, shortcodes\n\n" + broken + "\n"
         "makeExtension = render.makeExtension\n")
     project.write_config(render="broken_render")
     result = build(project, PAGE)
