@@ -65,6 +65,8 @@ def test_no_label_shows_the_raw_id():
 
 
 def chart_series():
+    from fieldguide.notebooks.outputs import site_gpu
+
     """(page, benchmark, series field) for every series of every timing-chart in the docs."""
     found = []
     for page in sorted(DOCS.rglob("*.md")):
@@ -73,7 +75,7 @@ def chart_series():
         for _, code in shortcodes.find(page.read_text(encoding="utf-8")):
             if code.kind != "chart" or "series" not in code.options:
                 continue
-            timings = Timings.for_gpu(code.gpu or "nvidia-h100-80gb-hbm3", ROOT / "timings")
+            timings = Timings.for_gpu(code.gpu or site_gpu(ROOT), ROOT / "timings")  # the reference GPU
             for pattern in code.args:
                 for bench in timings.matching(pattern):
                     found.append((page.name, bench, code.options["series"]))
