@@ -79,7 +79,8 @@ def time_unit(seconds: list[float]) -> tuple[str, float]:
 
 def axis_unit(field: str, values: list[float]) -> tuple[str | None, float]:
     """(unit shown on the axis, divisor) for a field."""
-    if field in TIME_FIELDS or field == "per_op" or field.endswith("_s"):  # kernel_s: seconds
+    # kernel_s and the like hold seconds; items_per_s and the like are rates
+    if field in TIME_FIELDS or field == "per_op" or (field.endswith("_s") and "_per_" not in field):
         return time_unit(values)
     return {"bandwidth_gbs": ("GB/s", 1.0), "tflops": ("TFLOP/s", 1.0)}.get(field, (None, 1.0))
 
