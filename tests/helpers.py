@@ -260,7 +260,7 @@ def printed_on_reference_gpu(page: str) -> tuple[str, str]:
 
     slug = outputs.site_gpu(ROOT)
     recorded = outputs.load(page, slug, ROOT)
-    cells = record_outputs.code_cells(ROOT, page)
+    cells = record_outputs.blocks(ROOT, page)   # a block the notebook cut for its prompts: whole
     found = [recorded.outputs_of(code) if recorded else None for code in cells]
     missing = sum(f is None for f in found)
     assert recorded is not None and not missing, (

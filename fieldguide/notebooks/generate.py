@@ -21,6 +21,11 @@ The site shows each notebook twice over: docs/notebooks is a link to notebooks/,
 renders each as a page of its own (with its outputs), and fieldguide/rendering/render.py gives the lesson
 its links: the notebook page, the .ipynb to download, and Colab.
 
+A "predict, then run" prompt (fieldguide/content/prompts.py) keeps its question, moved down to
+right above the code that prints its answer; where a long cell prints several answers, the
+prompts name where their parts begin and the cell is cut there (`split_for_prompts`), each part
+marked with the key of the whole block, whose recorded output the page keeps showing.
+
 Measured numbers stay on the page: a paragraph, table or admonition holding a timing shortcode
 becomes one line pointing at the page, never a number. Links to other pages point at the
 published site. Standard library only: the scaffold and the site build run it without Jupyter.
@@ -376,37 +381,156 @@ def _is_prompt(paragraph: str) -> bool:
     return paragraph.startswith(PREDICT)
 
 
-def _predict_first(cells: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Predict, then run: each prompt moves down to right above the first code cell after it that
-    runs and shows a result (`shows_a_result`), not above one that only defines a function, and
-    never below a cell whose recorded output would give its answer away. On a page a prompt sits
-    above the code block that produces its number (tests/site/test_prompts.py); in the notebook
-    that block is often a definition, and the number is printed by a later cell, often the
-    page's whole script. The GPU check, the second cell, keeps its place. A prompt that no such
-    cell follows stays where the page puts it."""
-    printing = printers([source for kind, source in cells if kind == "code"])
-    out: list[tuple[str, str]] = []
-    waiting: list[str] = []
-    for index, (kind, source) in enumerate(cells):
+def _question(paragraph: str) -> str:
+    """The question of a prompt's paragraph in a markdown cell."""
+    return paragraph.split("\n", 1)[0].removeprefix(PREDICT).strip()
+
+
+class PartError(ValueError):
+    """A prompt names a notebook part (`<!-- notebook-part: LINE -->`) the notebook cannot cut."""
+
+
+# Cell metadata of a part of a page's code block that the notebook cut for its prompts:
+# {"fieldguide": {"part_of": <sha256 of the whole block's code>}} (outputs.PART_OF)
+# and, on every part but the first, {BLANK_LINES: the blank lines between it and the part before}
+PART_OF, BLANK_LINES = outputs.PART_OF, outputs.BLANK_LINES
+
+
+def _part_start(source: str, line: int) -> int:
+    """The line (0-based) where the part of `source` holding `line` begins: the top-level
+    statement that holds it, or follows it (a comment line), with the comment lines right above
+    that statement, which belong to it."""
+    import ast
+    lines = source.split("\n")
+    for node in ast.parse(source).body:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+        if node.end_lineno - 1 >= line:
+            while first > 0 and lines[first - 1].startswith("#"):
+                first -= 1
+            return first
+    return len(lines)
+
+
+def _parts(source: str, starts: set[int]) -> list[tuple[str, int]]:
+    """`source` cut at the lines `starts` (each a top-level statement's first line, or its
+    comment's): each part and the blank lines between it and the part before, so that
+    outputs.joined gives `source` again; each part is valid Python."""
+    import ast
+    lines = source.split("\n")
+    bounds = sorted(starts - {0})
+    blanks = []
+    for start in bounds:
+        blank = 0
+        while start - blank - 1 >= 0 and lines[start - blank - 1] == "":
+            blank += 1
+        blanks.append(blank)
+    ends = [start - blank for start, blank in zip(bounds, blanks, strict=True)] + [len(lines)]
+    parts = list(zip(["\n".join(lines[a:b]) for a, b in zip([0, *bounds], ends, strict=True)],
+                     [0, *blanks], strict=True))
+    assert outputs.joined(parts) == source
+    for part, _ in parts:
+        ast.parse(part)
+    return parts
+
+
+def split_for_prompts(cells: list[tuple], parts: dict[str, str],
+                      page: str = "") -> tuple[list[tuple], dict[str, int]]:
+    """The cells with each code cell cut where a prompt's notebook part begins, and, for each
+    such prompt's question, the index of the (new) cell its part begins. `parts` maps a
+    question to the start of a line (`prompts.Prompt.part`) of the one line, among the code
+    cells after the prompt, where its part begins or that lies in it. A part begins at the
+    top-level statement holding that line, so each part is valid Python and the parts,
+    joined with the blank lines between them (outputs.joined), are the cell: the page's code
+    block, whose recorded output stays keyed by its code. PartError (a ValueError), naming the
+    page and the prompt, for a line that is not there or that starts more than one line."""
+    where = f"docs/{page}" if page else "the page"
+    asked: dict[str, int] = {}
+    for index, cell in enumerate(cells):
+        if cell[0] == "markdown" and index > 1:
+            for paragraph in cell[1].split("\n\n"):
+                if _is_prompt(paragraph):
+                    asked.setdefault(_question(paragraph), index)
+    cuts: dict[int, set[int]] = {}
+    begins: dict[str, tuple[int, int]] = {}
+    for question, wanted in parts.items():
+        if question not in asked:
+            raise PartError(f"{where}: the prompt {question!r} names a notebook part, and the "
+                            "notebook does not ask it")
+        text = wanted.strip()
+        found = [(index, n) for index, cell in enumerate(cells) if index > asked[question]
+                 and cell[0] == "code" for n, line in enumerate(cell[1].split("\n"))
+                 if text and line.strip().startswith(text)]
+        if len(found) != 1:
+            how = "no line of the code after it starts" if not found else \
+                f"{len(found)} lines of the code after it start"
+            raise PartError(f"{where}: the prompt {question!r} names the notebook part "
+                            f"{wanted!r}, and {how} so: name the start of one line "
+                            "(`<!-- notebook-part: LINE -->`)")
+        index, line = found[0]
+        start = _part_start(cells[index][1], line)
+        cuts.setdefault(index, set()).add(start)
+        begins[question] = (index, start)
+    out: list[tuple] = []
+    new_index: dict[tuple[int, int], int] = {}
+    for index, cell in enumerate(cells):
+        if index not in cuts or cuts[index] == {0}:
+            new_index[(index, 0)] = len(out)
+            out.append(cell)
+            continue
+        source = cell[1]
+        starts = sorted(cuts[index] | {0})
+        whole = outputs.code_key(source)
+        for start, (piece, blank) in zip(starts, _parts(source, set(starts)), strict=True):
+            new_index[(index, start)] = len(out)
+            out.append(("code", piece, {PART_OF: whole, **({BLANK_LINES: blank} if start else {})}))
+    return out, {question: new_index[begin] for question, begin in begins.items()}
+
+
+def _predict_first(cells: list[tuple], parts: dict[str, str] | None = None,
+                   page: str = "") -> list[tuple]:
+    """Predict, then run: each prompt moves down to right above the code that prints its answer.
+    On a page a prompt sits above the code block that produces its number
+    (tests/site/test_prompts.py); in the notebook that block is often a definition, and the
+    number is printed by a later cell, often the page's whole script. A prompt that names its
+    part of that code (`parts`, question -> line: `<!-- notebook-part: LINE -->` in its body,
+    fieldguide/content/prompts.py) goes right above that part, which `split_for_prompts` cuts
+    out of its cell; any other prompt goes right above the first code cell after it that runs
+    and shows a result (`shows_a_result`), not above one that only defines a function, and
+    never below a cell whose recorded output would give its answer away. The GPU check, the
+    second cell, keeps its place. A prompt that no such cell follows stays where the page puts
+    it. A cut part is ("code", source, {PART_OF: sha256 of its whole block}); other cells keep
+    their (kind, source)."""
+    cells, targets = split_for_prompts(cells, parts or {}, page)
+    printing = printers([cell[1] for cell in cells if cell[0] == "code"])
+    out: list[tuple] = []
+    waiting: list[tuple[str, int | None]] = []   # (prompt, the index of its part's cell)
+    for index, cell in enumerate(cells):
+        kind, source = cell[0], cell[1]
         if kind == "markdown" and index > 1:
             paragraphs = source.split("\n\n")
             asked = [p for p in paragraphs if _is_prompt(p)]
             rest = [p for p in paragraphs if not _is_prompt(p)]
-            later = any(k == "code" and shows_a_result(s, printing) for k, s in cells[index + 1:])
-            if asked and later:
-                waiting += asked
+            later = any(c[0] == "code" and shows_a_result(c[1], printing) for c in cells[index + 1:])
+            if asked and (later or any(_question(p) in targets for p in asked)):
+                placed = [p for p in asked if _question(p) in targets or later]
+                waiting += [(p, targets.get(_question(p))) for p in placed]
+                rest = [p for p in paragraphs if p not in placed]
                 if rest:
                     out.append((kind, "\n\n".join(rest)))
                 continue
-        if kind == "code" and waiting and shows_a_result(source, printing):
-            out.append(("markdown", "\n\n".join(waiting)))
-            waiting = []
-        out.append((kind, source))
+        if kind == "code" and waiting:
+            shows = shows_a_result(source, printing)
+            here = [p for p, target in waiting if target == index or (target is None and shows)]
+            if here:
+                out.append(("markdown", "\n\n".join(here)))
+                waiting = [(p, target) for p, target in waiting if p not in here]
+        out.append(cell)
     return out
 
 
-def _cell(kind: str, source: str, index: int) -> dict:
-    cell = {"cell_type": kind, "id": f"cell-{index:03d}", "metadata": {},
+def _cell(kind: str, source: str, index: int, metadata: dict | None = None) -> dict:
+    cell = {"cell_type": kind, "id": f"cell-{index:03d}",
+            "metadata": {"fieldguide": metadata} if metadata else {},
             "source": source.strip("\n").splitlines(keepends=True)}
     if kind == "code":
         cell.update(execution_count=None, outputs=[])
@@ -560,8 +684,13 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
     if h1 is not None:  # the title cell stands for it
         lines = lines[:h1] + lines[h1 + 1:]
     cells += _page_cells(root, lines, convert, workbook=is_workbook(page))
+    try:
+        parts = {p.question: p.part for p in prompts.prompts(markdown) if p.part is not None}
+    except ValueError as exc:
+        raise PartError(f"docs/{page}: {exc}") from None
     notebook = {
-        "cells": [_cell(kind, source, n) for n, (kind, source) in enumerate(_predict_first(cells))],
+        "cells": [_cell(cell[0], cell[1], n, cell[2] if len(cell) > 2 else None)
+                  for n, cell in enumerate(_predict_first(cells, parts, page))],
         "metadata": {
             "accelerator": "GPU",            # Colab opens it on a GPU runtime
             "colab": {"gpuType": "T4", "provenance": []},

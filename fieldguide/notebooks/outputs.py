@@ -32,6 +32,12 @@ from typing import Any
 from fieldguide import ROOT
 
 OUTPUTS = "outputs"  # top-level folder: outputs/<gpu>/<chapter>/<page>.json
+# A code cell that is one part of a page's code block, which the notebook cut so that each
+# "predict, then run" prompt sits above the part printing its answer (fieldguide/notebooks/
+# generate.py) carries {"fieldguide": {PART_OF: <code_key of the whole block>}} in its metadata.
+# Every part but the first also carries {BLANK_LINES: the blank lines between it and the part
+# before}, so that the parts, joined again (`joined`), are the block's code exactly.
+PART_OF, BLANK_LINES = "part_of", "blank_lines_before"
 
 
 def code_key(source: str) -> str:
@@ -114,8 +120,11 @@ def save(notebook: Any, page: str, out_dir: Path) -> Path:
 
     gpu_alone()
     machine = collect()
+    code = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
     cells = [{"code_sha256": code_key(_source(cell)), "outputs": on_disk(cell.get("outputs", []))}
-             for cell in notebook["cells"] if cell["cell_type"] == "code"]
+             for cell in code]
+    cells += [{"code_sha256": whole, "outputs": on_disk(found), "parts": count}
+              for whole, found, count in wholes(code)]
     record = {
         "page": page,
         "gpu": machine["gpu_name"], "gpu_count": machine["gpu_count"],
@@ -132,6 +141,69 @@ def save(notebook: Any, page: str, out_dir: Path) -> Path:
     path.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
                     encoding="utf-8")
     return path
+
+
+def joined(parts: list[tuple[str, int]]) -> str:
+    """The code of a block from its parts, each with the blank lines before it (the first's 0)."""
+    return "".join(("\n" * (blank + 1) if n else "") + code
+                   for n, (code, blank) in enumerate(parts))
+
+
+def blocks(code_cells: list[Any]) -> list[str]:
+    """The code of each page block that the code cells `code_cells` run: a cell's own, or, for
+    consecutive parts of one block (PART_OF), the block's code, joined again."""
+    found: list[list[tuple[str, int]]] = []
+    whole = None
+    for cell in code_cells:
+        part = part_of(cell)
+        blank = (cell.get("metadata") or {}).get("fieldguide", {}).get(BLANK_LINES, 0)
+        if part is not None and part == whole:
+            found[-1].append((_source(cell), blank))
+        else:
+            found.append([(_source(cell), 0)])
+        whole = part
+    return [joined(parts) for parts in found]
+
+
+def part_of(cell: Any) -> str | None:
+    """The code key of the page's block that a code cell is a part of (PART_OF), if it is one."""
+    return (cell.get("metadata") or {}).get("fieldguide", {}).get(PART_OF)
+
+
+def wholes(code_cells: list[Any]) -> list[tuple[str, list[dict[str, Any]], int]]:
+    """(code key, outputs, how many parts) of each page block that the notebook cut into parts
+    (consecutive code cells of one PART_OF): what the block prints when it runs whole, so the
+    page keeps the box under it. The parts' outputs in order, a stream that goes on in the next
+    part merged into one (as one cell's would be), and a value a part ends with (Jupyter shows a
+    last bare expression) only from the last part, as in the whole block."""
+    groups: list[tuple[str, list[Any]]] = []
+    for cell in code_cells:
+        whole = part_of(cell)
+        if whole is None:
+            continue
+        if groups and groups[-1][0] == whole:
+            groups[-1][1].append(cell)
+        else:
+            groups.append((whole, [cell]))
+    return [(whole, merged([cell.get("outputs", []) for cell in parts]), len(parts))
+            for whole, parts in groups]
+
+
+def merged(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The outputs of consecutive parts of one block as the block's own (see `wholes`)."""
+    found: list[dict[str, Any]] = []
+    for n, outputs in enumerate(json.loads(json.dumps(parts))):
+        for output in outputs:
+            if output.get("output_type") == "execute_result" and n < len(parts) - 1:
+                continue
+            if output.get("output_type") == "stream":
+                output["text"] = _joined(output.get("text", ""))
+                if found and found[-1].get("output_type") == "stream" \
+                        and found[-1].get("name") == output.get("name"):
+                    found[-1]["text"] += output["text"]
+                    continue
+            found.append(output)
+    return found
 
 
 def on_disk(found: list[dict[str, Any]]) -> list[dict[str, Any]]:

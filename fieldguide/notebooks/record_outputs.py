@@ -41,6 +41,17 @@ def code_cells(root: Path, page: str) -> list[str]:
     return [outputs._source(cell) for cell in cells if cell["cell_type"] == "code"]
 
 
+def blocks(root: Path, page: str) -> list[str]:
+    """The code of each of `page`'s code blocks as its committed notebook runs them: a block
+    the notebook cut into parts for its prompts (outputs.PART_OF) is its parts joined again,
+    the code its page's output is keyed by."""
+    path = Path(root) / notebooks.notebook_path(page)
+    if not path.is_file():
+        return []
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return outputs.blocks([cell for cell in cells if cell["cell_type"] == "code"])
+
+
 def for_machine(root: Path, gpus: int) -> list[str]:
     """Pages with code (relative to docs/) that a machine of `gpus` GPUs records: a page needing
     several GPUs on a machine of several, every other page on one GPU (the reference GPU's)."""
