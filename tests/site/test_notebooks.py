@@ -23,6 +23,7 @@ import pytest
 from fieldguide import ROOT
 from fieldguide.content.pages import includes, pages
 from fieldguide.notebooks import generate as notebooks
+from fieldguide.notebooks import outputs as recorded
 from fieldguide.rendering.shortcodes import KINDS
 from tests.helpers import ENTRY_POINTS, STRICT_WARNINGS, rel, run_python
 
@@ -59,7 +60,8 @@ def test_code_cells_are_the_pages_sections_in_order(page):
     from fieldguide.content.pages import included_code
 
     notebook = json.loads((ROOT / notebooks.notebook_path(docs_path(page))).read_text(encoding="utf-8"))
-    code = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    # a block the notebook cut into parts for its prompts counts as the block: its parts joined
+    code = recorded.blocks([c for c in notebook["cells"] if c["cell_type"] == "code"])
     assert "torch.cuda.is_available()" in code[0] or "torch.cuda.device_count()" in code[0]
     shown = "\n\n".join(code[1:])
     position = 0
@@ -72,6 +74,43 @@ def test_code_cells_are_the_pages_sections_in_order(page):
         "a shortcode or comment leaked into the notebook"
     assert not re.search(r"^\s*(```|~~~)\s*mermaid", text, re.M), \
         "a diagram in the notebook: its page on the site would fetch Mermaid from a CDN"
+
+
+@pytest.mark.parametrize("page", CODE_PAGES, ids=rel)
+def test_a_block_cut_for_the_prompts_is_whole_again_when_its_parts_are_joined(page):
+    """Where the notebook cuts a code block into parts, so that each "predict, then run" prompt
+    sits above the part printing its answer, the parts are consecutive code cells, each valid
+    Python on its own, and joined again they are the page's block, whose code keys its recorded
+    output (fieldguide/notebooks/outputs.py: `make outputs` records the whole block's from them)."""
+    import ast
+
+    from fieldguide.content.pages import included_code
+
+    cells = json.loads((ROOT / notebooks.notebook_path(docs_path(page))).read_text(encoding="utf-8"))["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    joined = {recorded.code_key(block) for block in recorded.blocks(code)}
+    on_the_page = {recorded.code_key("\n\n".join(included_code(ROOT, *i) for i in fence))
+                   for fence in fenced_includes(page)}
+    wholes = [recorded.part_of(c) for c in code if recorded.part_of(c)]
+    for whole in dict.fromkeys(wholes):
+        runs = [n for n, c in enumerate(code) if recorded.part_of(c) == whole]
+        assert runs == list(range(runs[0], runs[-1] + 1)) and len(runs) > 1, \
+            f"the parts of one block are consecutive code cells, two at least: cells {runs}"
+        for n in runs:
+            ast.parse("".join(code[n]["source"]))
+        assert whole in joined, "the parts, joined again, are not the block they were cut from"
+        assert whole in on_the_page, "the block the parts were cut from is no block of the page"
+
+
+def fenced_includes(page) -> list[list]:
+    """The includes of each code fence of the page, as (path, section) lists."""
+    found, fence = [], None
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if re.match(r"\s*(```|~~~)", line):
+            fence = [] if fence is None else (found.append(fence) or None)
+        elif fence is not None and (include := notebooks.INCLUDE.match(line)):
+            fence.append((include["path"], include["section"]))
+    return [f for f in found if f]
 
 
 # --- Exercise pages: their notebooks are workbooks ---------------------------------------------------

@@ -289,43 +289,218 @@ def test_in_a_notebook_a_prompt_above_the_code_that_answers_it_stays_there():
 
 NOTEBOOK_PAGES = [path for path in PROMPTED if prompts.prompts(text(path))
                   and (ROOT / notebook_path(path)).exists()]
-# Notebooks with no cell that prints at all: each is a strict expected failure until its page
-# shows a section that runs and prints (a main), as the others' "The whole script" does.
-PRINTS_NOTHING = {
-    "start-here/will-it-fit.md": "its code only defines the estimators; the comparisons with the "
-                                 "runs are drawn by the site, and no cell runs one",
-    "compilers/torch-compile.md": "the chain's prompt sits above the modes cell, which compiles "
-                                  "and prints nothing; the timings are the benchmark's",
-    "compilers/triton-kernels.md": "its timing prompts sit above kernel_time and the plain "
-                                   "launch, which define and print nothing; the timings are the "
-                                   "benchmark's",
+# The notebook asks a prompt right above the part of the code that prints its answer
+# (`<!-- notebook-part: LINE -->` in the prompt names where that part begins, and the notebook
+# cuts a long cell there: fieldguide/notebooks/generate.py). Where the notebook prints no answer
+# at all (the number is a benchmark's, on the page), the prompt stays above the code the page
+# shows it with, which prints nothing: each such prompt is listed here, with why. A strict
+# list: an entry no prompt needs fails.
+NOT_PRINTED = {
+    ("case-studies/training-made-fast.md", "Which branch of the Start here"):
+        "the notebook takes no trace of recipe_0; the branch is read from the page's profile",
+    ("case-studies/training-made-fast.md", "How many times faster than the first"):
+        "the whole chain prints each recipe's losses, not its step time: the benchmark's",
+    ("compilers/graph-breaks.md", "On 64 MiB, how much longer"):
+        "no cell times either version; the times are the benchmark's",
+    ("compilers/torch-compile.md", "On 128 MiB, what share"):
+        "the modes cell compiles and prints nothing; the timings are the benchmark's",
+    ("compilers/torch-compile.md", "On 256 KiB, does reduce-overhead"):
+        "the modes cell compiles and prints nothing; the timings are the benchmark's",
+    ("compilers/triton-kernels.md", "At 512 MiB"):
+        "kernel_time defines and prints nothing; the timings are the benchmark's",
+    ("compilers/triton-kernels.md", "At 8 MiB"):
+        "the plain launch defines and prints nothing; the timings are the benchmark's",
+    ("data-movement/pinned-memory.md", "pin_memory() of a 256"):
+        "the whole script does not time pin_memory(); the times are the benchmark's",
+    ("data-movement/pinned-memory.md", "A step copies 256 MiB"):
+        "the whole script does not time the overlapped step; the times are the benchmark's",
+    ("execution/cuda-graphs.md", "Is a graph's speed-up"):
+        "the whole script times the chain of 200 only; the chain of 4 is the benchmark's",
+    ("first-steps/cupy-and-numpy.md", "Copying a 2 GB float64 matrix to the GPU"):
+        "no cell copies a 2 GB matrix; the times are the benchmark's",
+    ("first-steps/cupy-and-numpy.md", "Copying a 2 GB float64 matrix from the GPU"):
+        "no cell copies a 2 GB matrix; the times are the benchmark's",
+    ("first-steps/pytorch-on-a-gpu.md", "A 64 MiB tensor"):
+        "no cell times the creation; the times are the benchmark's",
+    ("memory/needing-less-memory.md", "A forward pass with autograd"):
+        "the whole script measures no inference peak; the peaks are the benchmark's",
+    ("precision/channels-last.md", "cudnn.benchmark = True"):
+        "the whole script runs the autotuner nowhere; the times are the benchmark's",
+    ("precision/mixed-precision-training.md", "The same transformer trained"):
+        "the whole script prints each variant's losses, not its step time: the benchmark's",
+    ("precision/mixed-precision-training.md", "What share of the GPU's time"):
+        "the whole script profiles no step; the breakdown is the benchmark's",
+    ("precision/tensor-cores-and-shapes.md", "A bfloat16 product with 896"):
+        "the whole script times no 896-row product; the rates are the benchmark's",
+    ("several-gpus/dataparallel-taken-apart.md", "The same training step on two GPUs"):
+        "the whole script times no step beside DDP's; the times are the two-GPU benchmark's",
+    ("several-gpus/fsdp2.md", "FSDP2 on two GPUs against DDP"):
+        "the notebook runs one process and times no step; the times are the two-GPU benchmark's",
+    ("several-gpus/fsdp2.md", "How long does dcp.async_save"):
+        "the notebook saves no checkpoint; the times are the two-GPU benchmark's",
+    ("several-gpus/model-parallelism.md", "The same model split over two GPUs"):
+        "the whole script draws idle time and times no step; the times are the benchmark's",
+    ("start-here/will-it-fit.md", "An estimate sums"):
+        "its code only defines the estimators; the site draws the comparisons with the runs",
+    ("start-here/will-it-fit.md", "From pageable memory"):
+        "its code only defines the estimators; the site draws the comparisons with the runs",
+    ("start-here/will-it-fit.md", "With the latency of a run's"):
+        "its code only defines the estimators; the site draws the comparisons with the runs",
+}
+# Prompts asked together above one code cell: where one statement (a loop, an `if`, a `try`)
+# prints all their answers, so no part can begin between them, or where the page itself asks
+# them together and the notebook prints neither. Keyed by the first of them; strict as above.
+STACKED = {
+    ("foundations/cpu-vs-gpu.md", "One operation on one number"):
+        "one print for each device gives the tiny operation's time and the triad's",
+    ("foundations/when-to-use-a-gpu.md", "sin(x) * 2 + 1"):
+        "one `if device.type == \"cuda\"` runs both sweeps and prints them",
+    ("memory/memory-over-time.md", "When is allocated memory highest"):
+        "one loop prints each phase's peak and what stays at its end",
+    ("memory/where-gpu-memory-goes.md", "Before a process holds"):
+        "one loop prints the fresh process's reports: its context, and empty_cache()",
+    ("precision/fp8.md", "An fp8 product against"):
+        "one `if reason: ... else:` prints the error and the speed, or why fp8 is skipped",
+    ("several-gpus/pipeline-parallelism.md", "A batch of 16384"):
+        "the page asks all three above its whole script, one `try` that runs everything",
+    ("several-gpus/tensor-parallelism.md", "Split over two GPUs"):
+        "the page asks both above its whole script, one `try` that runs everything",
+    ("start-here/slow-training.md", "On a GPU, which branch"):
+        "one loop prints each branch's share of the step, which answers both",
+    ("several-gpus/ddp-with-torchrun.md", "The step time on one GPU"):
+        "the page asks both above the timeline, which the notebook runs on one GPU; the "
+        "answers are the two-GPU benchmark's",
+    ("several-gpus/many-machines.md", "A multi-machine job"):
+        "explanations the page asks together above the script, which a notebook cannot launch",
+    ("compilers/torch-compile.md", "On 128 MiB, what share"):
+        "the page asks both above the modes cell, and no cell prints either",
+    ("start-here/will-it-fit.md", "From pageable memory"):
+        "the copies' question ends its section, the collectives' opens the next: no cell runs "
+        "between them, nor any estimator",
 }
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, marks=pytest.mark.xfail(reason=PRINTS_NOTHING[p], strict=True))
-    if p in PRINTS_NOTHING else p for p in NOTEBOOK_PAGES])
-def test_in_every_notebook_each_prompt_sits_above_a_cell_that_prints_its_result(path):
-    """In the committed notebook (fieldguide/notebooks/generate.py writes it from the page), every prompt
-    is right above a code cell that runs and prints, not above one that only defines a
-    function, so the reader predicts, then runs; and the notebook asks all the page's prompts."""
+def _listed(listing: dict, path: str, question: str) -> tuple | None:
+    return next((key for key in listing if key[0] == path and question.startswith(key[1])), None)
+
+
+def notebook_prompt_problems(path: str, used: set | None = None) -> list[str]:
+    """What is wrong with where `path`'s notebook asks its prompts (empty: nothing): each
+    prompt must sit alone right above a code cell that runs and prints (its part of the code),
+    and the notebook must ask all the page's prompts; `NOT_PRINTED` and `STACKED` excepted.
+    The exceptions that were needed are added to `used`."""
     from fieldguide.notebooks.generate import PREDICT, printers, shows_a_result
     cells = json.loads((ROOT / notebook_path(path)).read_text(encoding="utf-8"))["cells"]
     sources = [("".join(c["source"]), c["cell_type"]) for c in cells]
     printing = printers([s for s, kind in sources if kind == "code"])
-    asked, problems = 0, []
+    asked, problems, waiting = 0, [], []
+    used = set() if used is None else used
     for n, (source, kind) in enumerate(sources):
-        found = [p for p in source.split("\n\n") if p.startswith(PREDICT)] if kind == "markdown" else []
+        if kind == "code":
+            if len(waiting) > 1:
+                key = _listed(STACKED, path, waiting[0])
+                if key:
+                    used.add(key)
+                else:
+                    problems.append(f"cell {n}: {len(waiting)} prompts above it: "
+                                    + "; ".join(repr(q[:50]) for q in waiting))
+            waiting = []
+            continue
+        found = [p for p in source.split("\n\n") if p.startswith(PREDICT)]
         if not found:
             continue
         asked += len(found)
+        waiting += [p.split("\n", 1)[0].removeprefix(PREDICT).strip() for p in found]
         following = sources[n + 1] if n + 1 < len(sources) else ("", "end")
         if not source.rstrip().endswith(found[-1].rstrip()):
             problems.append(f"cell {n}: prose after the prompt, before the code")
         if following[1] != "code" or not shows_a_result(following[0], printing):
-            problems.append(f"cell {n}: {found[0][:70]!r} is above a cell that prints nothing")
-    assert asked == len(prompts.prompts(text(path))), f"{path}: the notebook asks {asked} prompts"
+            for question in waiting[-len(found):]:
+                key = _listed(NOT_PRINTED, path, question)
+                if key:
+                    used.add(key)
+                else:
+                    problems.append(f"cell {n}: {question[:70]!r} is above a cell that prints "
+                                    "nothing")
+    if len(prompts.prompts(text(path))) != asked:
+        problems.append(f"the notebook asks {asked} of {len(prompts.prompts(text(path)))} prompts")
+    return problems
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PAGES)
+def test_in_every_notebook_each_prompt_sits_alone_above_the_part_that_prints_its_result(path):
+    """In the committed notebook (fieldguide/notebooks/generate.py writes it from the page), every
+    prompt is right above a code cell that runs and prints, not above one that only defines a
+    function, so the reader predicts, then runs; no two prompts wait above one cell (the long
+    cell that prints several answers is cut into parts); and the notebook asks all the page's
+    prompts. The exceptions are listed, each with its reason, and each must be needed."""
+    used: set = set()
+    problems = notebook_prompt_problems(path, used)
     assert not problems, f"{notebook_path(path)}:\n" + "\n".join(problems)
+    for listing, name in ((NOT_PRINTED, "NOT_PRINTED"), (STACKED, "STACKED")):
+        stale = [key for key in listing if key[0] == path and key not in used]
+        assert not stale, f"{path}: {name} lists {stale}, which the notebook no longer needs"
+
+
+def test_the_exceptions_name_notebook_pages():
+    for key in [*NOT_PRINTED, *STACKED]:
+        assert key[0] in NOTEBOOK_PAGES, f"{key}: no notebook with prompts"
+        assert any(p.question.startswith(key[1]) for p in prompts.prompts(text(key[0]))), key
+
+
+def test_a_prompt_goes_above_the_part_of_the_script_it_names():
+    """A page's whole script prints three answers; the prompts name where their parts begin,
+    and the notebook cuts the script there, at top-level statements (a comment right above
+    one goes with it), each prompt above its part. The parts, joined with the blank lines
+    between them, are the script, whose recorded output stays keyed by its code."""
+    from fieldguide.notebooks import generate as notebooks
+    from fieldguide.notebooks import outputs
+
+    def ask(question):
+        return f"> **Predict:** {question}\n>\n> *A.*"
+    script = ('print("a")\nx = 1\n\n# the loop\nfor i in range(2):\n    print(i)\n'
+              'if x:\n    y = 2\n    print(y)')
+    cells = [("markdown", "# Title"), ("code", "gpu check"),
+             ("markdown", f"Intro.\n\n{ask('A?')}\n\nMore prose."), ("code", "def f(): ..."),
+             ("markdown", ask("B?")), ("markdown", f"{ask('C?')}\n\n## The whole script"),
+             ("code", script)]
+    parts = {"B?": "print(i)", "C?": "y = 2"}
+    whole = outputs.code_key(script)
+    assert notebooks._predict_first(cells, parts, "demo.md") == [
+        ("markdown", "# Title"), ("code", "gpu check"), ("markdown", "Intro.\n\nMore prose."),
+        ("code", "def f(): ..."), ("markdown", "## The whole script"),
+        ("markdown", ask("A?")), ("code", 'print("a")\nx = 1', {"part_of": whole}),
+        ("markdown", ask("B?")),
+        ("code", "# the loop\nfor i in range(2):\n    print(i)",
+         {"part_of": whole, "blank_lines_before": 1}),
+        ("markdown", ask("C?")),
+        ("code", "if x:\n    y = 2\n    print(y)", {"part_of": whole, "blank_lines_before": 0})]
+    cut = [c for c in notebooks._predict_first(cells, parts, "demo.md") if len(c) == 3]
+    assert outputs.blocks([{"source": c[1], "metadata": {"fieldguide": c[2]}} for c in cut]) \
+        == [script]
+    assert notebooks._predict_first(cells, {"B?": 'print("a")'}, "demo.md")[5:7] == [
+        ("markdown", "\n\n".join(ask(f"{q}?") for q in "ABC")), ("code", script)]   # its first line: no cut
+
+
+@pytest.mark.parametrize("line, says", [
+    ("print(z)", "no line"), ("print(", "3 lines"), ("", "no line")])
+def test_a_part_that_is_not_there_or_not_one_fails_naming_the_page_and_the_prompt(line, says):
+    from fieldguide.notebooks import generate as notebooks
+    cells = [("markdown", "# T"), ("code", "check"), ("markdown", "> **Predict:** Q?\n>\n> *A.*"),
+             ("code", 'print("a")\nprint("b")\nprint("c")')]
+    with pytest.raises(notebooks.PartError, match=rf"docs/demo\.md: the prompt 'Q\?' .*{says}"):
+        notebooks._predict_first(cells, {"Q?": line}, "demo.md")
+    with pytest.raises(notebooks.PartError, match="does not ask it"):
+        notebooks._predict_first(cells, {"Other?": "print"}, "demo.md")
+
+
+def test_the_part_a_prompt_names_is_no_part_of_its_answer():
+    page = ('??? predict "How fast?"\n    <!-- timing-value: a.b median -->\n\n'
+            '    <!-- notebook-part: per_50 = seconds_per_step(every=50) -->\n\nAfter.\n')
+    (found,) = prompts.prompts(page)
+    assert found == prompts.Prompt("How fast?", "<!-- timing-value: a.b median -->",
+                                   "per_50 = seconds_per_step(every=50)")
+    assert not answered_before_its_code(page + "```\nx\n```\n")
 
 
 # --- Check yourself: recall at the end of each chapter ----------------------------------------

@@ -142,3 +142,94 @@ def test_a_profiler_table_shows_as_a_table_between_its_text():
 def test_dashes_that_are_no_table_stay_text():
     text = "-----  -----\nnot a header\n-----  -----\n"
     assert [kind for kind, _ in outputs.pieces(text)] == ["text"]
+
+
+# --- A block the notebook cut into parts for its prompts keeps its output on the page ----------
+
+SCRIPT = """\
+GPUS_NEEDED = 0
+
+# --8<-- [start:main]
+print("first")
+x = 2
+# the second part: its comment goes with it
+print("second", x)
+
+if x:
+    print("third")
+x
+# --8<-- [end:main]
+"""
+SCRIPT_PAGE = """# P
+
+??? predict "How many lines does the first part print?"
+    One.
+
+??? predict "What does the second part print?"
+    Two words.
+
+    <!-- notebook-part: print("second", x) -->
+
+??? predict "And the third?"
+    A word.
+
+    <!-- notebook-part: print("third") -->
+
+```python
+--8<-- "snippets/demo.py:main"
+```
+"""
+
+
+def _cut_notebook(tmp_path):
+    from fieldguide.notebooks import generate
+
+    (tmp_path / "snippets").mkdir()
+    (tmp_path / "snippets" / "demo.py").write_text(SCRIPT)
+    (tmp_path / "docs" / "chapter").mkdir(parents=True)
+    (tmp_path / "docs" / "chapter" / "page.md").write_text(SCRIPT_PAGE)
+    return generate.build(tmp_path, "chapter/page.md", generate.Repo("acme", "guide"))
+
+
+def test_save_keeps_the_whole_blocks_output_beside_its_parts(tmp_path, monkeypatch):
+    """`make outputs` runs the notebook, whose cells are the parts; the page looks its block up
+    by the whole block's code: save writes that record too, the parts' outputs merged as one
+    cell would have printed them. Checked on the CPU with a fake executed notebook."""
+    from fieldguide.measuring import fingerprint
+
+    notebook = _cut_notebook(tmp_path)
+    parts = [c for c in notebook["cells"] if outputs.part_of(c)]
+    assert [outputs._source(c).split("\n")[0] for c in parts] == [
+        'print("first")', "# the second part: its comment goes with it", "if x:"]
+    whole = outputs.code_key('print("first")\nx = 2\n# the second part: its comment goes with it'
+                             '\nprint("second", x)\n\nif x:\n    print("third")\nx')
+    assert {outputs.part_of(c) for c in parts} == {whole}
+    assert outputs.blocks(parts) == [SCRIPT.split("[start:main]\n")[1].split("\n# --8<--")[0]]
+    printed = [stream("first\n"), stream("second 2\n"),   # as nbclient leaves them: str text
+               [{"name": "stdout", "output_type": "stream", "text": "third\n"},
+                {"output_type": "execute_result", "data": {"text/plain": "2"},
+                 "execution_count": 4, "metadata": {}}]]
+    for cell, found in zip(parts, printed, strict=True):
+        cell["outputs"] = found
+    parts[0]["outputs"].append({"output_type": "execute_result", "data": {"text/plain": "0"},
+                                "execution_count": 2, "metadata": {}})  # not shown whole
+    monkeypatch.setattr(outputs, "gpu_alone", lambda: None)
+    monkeypatch.setattr(fingerprint, "collect", lambda: {
+        "gpu_name": "Fake GPU", "gpu_count": 1, "driver": "1", "cuda_runtime": "13.0",
+        "torch": "2.13.0", "boot_id": "b"})
+    path = outputs.save(notebook, "chapter/page.md", tmp_path / "outputs")
+    record = json.loads(path.read_text())
+    assert record["alone"] and path.parent.parent.name == "fake-gpu"
+    (merged,) = [c for c in record["cells"] if c["code_sha256"] == whole]
+    assert merged["parts"] == 3
+    assert merged["outputs"] == [
+        {"name": "stdout", "output_type": "stream", "text": ["first\n", "second 2\n", "third\n"]},
+        {"output_type": "execute_result", "data": {"text/plain": ["2"]}, "execution_count": 4,
+         "metadata": {}}]
+    recorded = outputs.load("chapter/page.md", "fake-gpu", tmp_path)
+    shown = outputs.under_blocks(SCRIPT_PAGE, tmp_path, recorded)
+    assert "What this printed on Fake GPU" in shown
+    assert "```text\n    first\n    second 2\n    third\n    2\n    ```" in shown
+    # and each part's own record fills its cell in the notebook
+    for cell in parts:
+        assert recorded.outputs_of(outputs._source(cell)) is not None
