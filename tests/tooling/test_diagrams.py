@@ -68,7 +68,7 @@ def test_each_figure_has_a_name_a_caption_and_a_description(rendered):
                      for o in objects]
             assert sorted(drawn) == sorted((t, w) for t in ("light", "dark")
                                            for w in diagrams.LAYOUTS), (page, drawn)
-            assert "timing-any-width" not in figure and "frame" not in figure, page
+            assert "timing-any-width" not in figure and "diagram-frame" not in figure, page
             for obj in objects:
                 assert 'role="img"' in obj
                 label = re.search(r'aria-label="([^"]+)"', obj)[1]
