@@ -14,8 +14,10 @@ all-reduce (computed by simulating the ring, so every chunk label is what the al
 and FSDP's unit cycle. They show no measured number.
 
 Every figure is drawn with matplotlib in the charts' light and dark colours (fieldguide/rendering/charts.py)
-through the content-keyed cache, once per theme at a width whose text stays legible from a
-phone to a desktop column, and carries its words three times: a short name (`aria-label` and the
+through the content-keyed cache, per theme in two layouts: wide for a desktop's column, and
+narrow (the same words stacked and wrapped, taller) for a phone's, where its text shows at 12 px
+or more without scrolling sideways (issue 45). A schematic's narrow layout is part of its entry
+in DIAGRAMS. Every figure carries its words three times: a short name (`aria-label` and the
 SVG's <title>), a caption, and a description (the SVG's <desc>, and under the figure, linked by
 `aria-describedby`).
 """
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import html
+import math
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,27 +41,34 @@ from fieldguide.rendering import charts, labels
 from fieldguide.rendering.figure_cache import drawn
 from fieldguide.rendering.figures import relative_url
 
-# Drawn once per theme at this width (inches at 96 px): shown at 100 % of a desktop column
-# (up to 46rem) the text is larger than drawn, and on a 390 px phone at about 0.78 of it, so
-# FONT_PT (12.7 px) shows at 9.9 px, above the browser test's 9 px floor.
+# Each figure is drawn twice per theme. The wide drawing, WIDTH_IN wide (inches at 96 px), is
+# shown at up to DESKTOP_WIDTH_PX (docs/assets/extra.css, `.fieldguide-diagram`), so FONT_PT shows
+# at about the body's 16 px, not 20. The narrow drawing, the same words laid out taller and
+# narrower (stacked, wrapped), is shown instead below the stylesheet's 600 px breakpoint at the
+# column's full width: on the browser test's 390 px phone, PHONE_COLUMN_PX. Drawn NARROW_WIDTH_IN
+# wide, its smallest text (SMALL_PT) shows there at PHONE_TEXT_PX or more, with no sideways
+# scrolling (issue 45: the wide drawings showed text at 9.3-10.1 px at 390 px).
 WIDTH_IN = 4.8
+NARROW_WIDTH_IN = 3.5
 FONT_PT = 9.5
 SMALL_PT = 9.0
-TINY_PT = 8.8   # the smallest text a drawing has
-# Shown widths in CSS px (docs/assets/extra.css, `.fieldguide-diagram`): on a desktop at most
-# DESKTOP_WIDTH_PX, so FONT_PT shows at about the body's 16 px, not 20; on a phone at
-# PHONE_WIDTH_PX in a frame that scrolls sideways, so TINY_PT shows at 12 px or more (the browser
-# test's floor for the drawn ideas, issue 45: they showed at 9.3-10.1 px at 390 px).
+TINY_PT = 8.8   # the smallest text of a wide drawing; a narrow one has none below SMALL_PT
 DESKTOP_WIDTH_PX = 576
-PHONE_WIDTH_PX = 480
+PHONE_VIEWPORT_PX = 390
+# Material's side margins of the content: 0.8rem each, at its root font size of 20 px (125 %)
+PHONE_COLUMN_PX = PHONE_VIEWPORT_PX - 2 * 0.8 * 20
+PHONE_TEXT_PX = 12
+LAYOUTS = ("wide", "narrow")
 
 
 @dataclass(frozen=True)
 class Diagram:
     """A schematic: what it draws, where it is shown, and its words."""
 
-    draw: Callable[[plt.Axes, dict[str, str]], None]
+    draw: Callable[[plt.Axes, dict[str, str]], None]   # the wide layout, WIDTH_IN wide
     height_in: float
+    narrow: Callable[[plt.Axes, dict[str, str]], None]  # the same words, NARROW_WIDTH_IN wide
+    narrow_height_in: float
     page: str          # docs/<chapter>/<page>.md that shows it
     alt: str           # a short name: aria-label and <title>
     caption: str       # HTML under the figure
@@ -134,7 +145,7 @@ def QUEUE_Y(depth: int, kernels: int) -> float:  # noqa: N802 - a coordinate, re
     return 1.4 - 0.8 * depth / kernels
 
 
-def _queue_panel(ax, colors, events, end, title):
+def _queue_panel(ax, colors, events, end, title, layout="wide"):
     unit, scale = charts.time_unit([end])
     cpu, gpu = charts.PALETTE[0], charts.PALETTE[1]
     kernels = sum(e["lane"] == "GPU" for e in events)
@@ -158,7 +169,8 @@ def _queue_panel(ax, colors, events, end, title):
     ax.set_ylim(2.6, -0.6)
     ax.set_yticks(range(3), LANES)
     ax.set_xlabel(f"time since the first launch ({unit})")
-    ax.set_title(title, loc="left", fontsize=FONT_PT, color=colors["text"])
+    ax.set_title(title if layout == "wide" else _wrap(title, 36), loc="left", fontsize=FONT_PT,
+                 color=colors["text"])
     ax.grid(True, axis="x", color=colors["grid"], linewidth=0.6)
     return scale, depth
 
@@ -169,10 +181,10 @@ def draw_queue(events: list[dict], kernels: int) -> dict[str, dict[str, str]]:
     wait_end = max(e["start"] + e["duration"] for e in events)
     peak = max(queue_depth(events, e["start"] + e["duration"]) for e in events if e["lane"] == "CPU")
 
-    def plot(fig, colors):
+    def plot(fig, colors, layout):
         whole, first = fig.subplots(2, 1)
         scale, _ = _queue_panel(whole, colors, events, wait_end,
-                                "The whole call: Python waits in synchronize()")
+                                "The whole call: Python waits in synchronize()", layout)
         for e in events:
             if e["lane"] == "GPU":
                 n = e["name"].split()[-1]
@@ -183,15 +195,17 @@ def draw_queue(events: list[dict], kernels: int) -> dict[str, dict[str, str]]:
                    bbox={"facecolor": colors["back"], "edgecolor": "none", "pad": 1.5})
         window = launch_end * 1.5
         scale, depth = _queue_panel(first, colors, events, window,
-                                    f"Its first {format_value('median', window)}, enlarged")
-        first.text(window / scale * 0.98, 1.2, f"{peak} queued ahead of the GPU", ha="right",
+                                    f"Its first {format_value('median', window)}, enlarged", layout)
+        # narrow, the words take more of the width: under the queue's line, not across it
+        first.text(window / scale * 0.98, 1.2 if layout == "wide" else 1.55,
+                   f"{peak} queued ahead of the GPU", ha="right",
                    va="center", fontsize=SMALL_PT, color=colors["text"])
         first.text(window / scale * 0.98, 2, "product 1 runs  ", ha="right", va="center",
                    fontsize=SMALL_PT, color=colors["text"])
         first.text(launch_end / 2 / scale, -0.48, f"{kernels} launches", ha="center",
                    va="center", fontsize=SMALL_PT, color=colors["text"])
 
-    return _drawings(plot, 5.4)
+    return _drawings(plot, {"wide": 5.4, "narrow": 6.0})
 
 
 # --- Drawing, in both themes ----------------------------------------------------------------------
@@ -202,21 +216,32 @@ FILL = "59"
 BACKGROUND = {"light": "#ffffff", "dark": "#1e2129"}
 
 
-def _drawings(plot: Callable, height_in: float) -> dict[str, dict[str, str]]:
-    """{theme: {"wide": svg}}: one drawing per theme, shown at any width."""
+def _drawings(plot: Callable, heights_in: dict[str, float]) -> dict[str, dict[str, str]]:
+    """{theme: {layout: svg}}: `plot(fig, colors, layout)` drawn per theme in each layout,
+    WIDTH_IN ("wide") or NARROW_WIDTH_IN ("narrow") wide and heights_in[layout] tall."""
+    widths = {"wide": WIDTH_IN, "narrow": NARROW_WIDTH_IN}
     svgs: dict[str, dict[str, str]] = {}
     for theme, base in charts.THEMES.items():
         colors = {**base, "back": BACKGROUND[theme]}
-        with charts._themed(colors), plt.rc_context({"font.size": FONT_PT}):
-            fig = plt.figure(figsize=(WIDTH_IN, height_in))
-            plot(fig, colors)
-            fig.patch.set_alpha(0)
-            for ax in fig.axes:
-                ax.patch.set_alpha(0)
-            fig.tight_layout()
-            svg = charts._svg(fig)
-        svgs[theme] = {"wide": svg.replace("<svg ", f'<svg style="color-scheme: {theme}" ', 1)}
+        svgs[theme] = {}
+        for layout in LAYOUTS:
+            with charts._themed(colors), plt.rc_context({"font.size": FONT_PT}):
+                fig = plt.figure(figsize=(widths[layout], heights_in[layout]))
+                plot(fig, colors, layout)
+                fig.patch.set_alpha(0)
+                for ax in fig.axes:
+                    ax.patch.set_alpha(0)
+                fig.tight_layout()
+                svg = charts._svg(fig)
+            svgs[theme][layout] = svg.replace("<svg ", f'<svg style="color-scheme: {theme}" ', 1)
     return svgs
+
+
+def _wrap(text: str, width: int) -> str:
+    """`text` (its lines joined) wrapped to lines of at most `width` characters, at spaces only:
+    a narrow drawing says the same words as the wide one, on more lines."""
+    return textwrap.fill(" ".join(text.split()), width, break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def _with_words(svg: str, alt: str, description: str) -> str:
@@ -228,24 +253,24 @@ def _with_words(svg: str, alt: str, description: str) -> str:
 
 def embed(build, page, name: str, svgs: dict[str, dict[str, str]], alt: str, caption: str,
           description: str) -> str:
-    """<figure> with one <object> per theme (role img, named by `alt`, described by the text under
-    it), the caption, and the description in words."""
+    """<figure> with one <object> per theme and layout (role img, named by `alt`, described by
+    the text under it), the caption, and the description in words. The stylesheet shows the
+    reader's theme, wide above its 600 px breakpoint and narrow below it (docs/assets/extra.css:
+    `.timing-chart object`), each at the column's width or less: nothing scrolls sideways."""
     ident = f"figure-{name}-words"
     label = html.escape(alt, quote=True)
     objects = []
     for theme, layouts in svgs.items():
-        svg = _with_words(layouts["wide"], alt, description)
-        path = f"assets/charts/{name}-{hashlib.sha256(svg.encode()).hexdigest()[:12]}-{theme}.svg"
-        build.figures[path] = svg
-        objects.append(f'<object class="timing-wide timing-any-width only-{theme}" '
-                       f'type="image/svg+xml" data="{relative_url(path, page.url)}" role="img" '
-                       f'aria-label="{label}" aria-describedby="{ident}">{label}</object>')
-    # On a phone the drawing keeps a readable size (PHONE_WIDTH_PX: its smallest text at 12 px
-    # or more) and its frame scrolls sideways; a keyboard reaches the frame to scroll it.
-    frame = (f'<div class="fieldguide-diagram-frame" tabindex="0" role="group" '
-             f'aria-label="{label} (scrolls sideways on a narrow screen)">')
+        for layout in LAYOUTS:
+            svg = _with_words(layouts[layout], alt, description)
+            suffix = theme if layout == "wide" else f"{theme}-{layout}"
+            path = f"assets/charts/{name}-{hashlib.sha256(svg.encode()).hexdigest()[:12]}-{suffix}.svg"
+            build.figures[path] = svg
+            objects.append(f'<object class="timing-{layout} only-{theme}" '
+                           f'type="image/svg+xml" data="{relative_url(path, page.url)}" role="img" '
+                           f'aria-label="{label}" aria-describedby="{ident}">{label}</object>')
     return (f'\n<figure class="timing-chart fieldguide-diagram" id="figure-{name}">\n'
-            + frame + "\n" + "\n".join(objects) + "\n</div>"
+            + "\n".join(objects)
             + f"\n<figcaption>{caption}</figcaption>\n</figure>\n\n"
             # Markdown, not raw HTML: the glossary's terms in it get their tooltips (abbr), and
             # attr_list gives the paragraph the id the drawings' aria-describedby names
@@ -325,11 +350,11 @@ def render_diagram(code, build, page) -> str:
 def draw_schematic(name: str) -> dict[str, dict[str, str]]:
     diagram = DIAGRAMS[name]
 
-    def plot(fig, colors):
+    def plot(fig, colors, layout):
         ax = fig.subplots()
-        diagram.draw(ax, colors)
+        (diagram.draw if layout == "wide" else diagram.narrow)(ax, colors)
 
-    return _drawings(plot, diagram.height_in)
+    return _drawings(plot, {"wide": diagram.height_in, "narrow": diagram.narrow_height_in})
 
 
 # --- Schematics ------------------------------------------------------------------------------------
@@ -372,6 +397,33 @@ def _notes(ax, x, y, notes, colors, step=0.42):
                 color=colors["text"])
 
 
+# A narrow drawing's units: 10 across NARROW_WIDTH_IN, as long up as across, so a line of SMALL_PT
+# text is about LINE tall and a unit holds about four characters.
+LINE = 0.45
+
+
+def _narrow_canvas(ax, height):
+    """x from 0 to 10, y from 0 (top) to `height`, a unit as long up as across; the figure made
+    tall enough for the canvas to take its whole width (tight_layout's margins aside)."""
+    _canvas(ax, 10, height)
+    ax.set_aspect("equal")
+    margins_in = 0.4
+    fig = ax.figure
+    fig.set_figheight(max(fig.get_figheight(),
+                          height * (NARROW_WIDTH_IN - margins_in) / 10 + margins_in))
+
+
+def _wrapped_notes(ax, x, y, notes, colors, width):
+    """_notes, each wrapped to `width` characters; where the next text would go."""
+    for i, note in enumerate(notes, start=1):
+        text = _wrap(note, width)
+        _callout(ax, x + 0.3, y, i, colors)
+        ax.text(x + 0.8, y - LINE / 2, text, ha="left", va="top", fontsize=SMALL_PT,
+                color=colors["text"], linespacing=1.15)
+        y += (text.count("\n") + 1) * LINE + 0.25
+    return y
+
+
 # The profiler's trace viewer ------------------------------------------------------------------------
 
 # step 1 of the trace schematic: the host's forward span and the GPU's two products (x from, to);
@@ -384,6 +436,84 @@ TRACE_NOTES = [
     "flow arrows: each launch to the kernel it started",
     "a gap: the GPU waits for the host; shorten the host work",
 ]
+TRACE_ROWS = (0.45, 0.92, 1.39, 2.75)   # y of the spans, operators, runtime calls and kernels
+TRACE_LAUNCH = "← cudaLaunchKernel(ExC)"
+TRACE_LAUNCH_RIGHT = "cudaLaunchKernel(ExC) →"
+
+
+def _trace_marks(colors) -> list[tuple]:
+    """What the trace schematic draws, in the wide drawing's units (x 0-10, y 0-6 down), as
+    ("box", x, y, w, h, text, color, dashed), ("arrow", start, end), ("text", x, y, text, ha),
+    ("rule", y), ("span", x0, x1, y) (a double arrow) and ("callout", x, y, n)."""
+    cpu, gpu, wait = charts.PALETTE[0], charts.PALETTE[1], charts.PALETTE[3]
+    top, mid, low, stream = TRACE_ROWS
+    marks: list[tuple] = [
+        ("text", 0, 0.15, "python thread (CPU)", "left"),
+        ("text", 0, 2.42, "CUDA stream 7 (GPU)", "left"),
+        ("rule", 2.2),
+        # step 1: forward queues two products; loss.item() waits until they are done
+        ("box", TRACE_FORWARD[0], top, TRACE_FORWARD[1] - TRACE_FORWARD[0], 0.42, "forward", cpu,
+         False)]
+    launches = []
+    for i in range(2):
+        x = 0.15 + i * 2.05
+        marks += [("box", x, mid, 1.95, 0.42, "aten::mm", cpu, False),
+                  ("box", x + 1.3, low, 0.22, 0.42, "", cpu, False)]
+        launches.append(x + 1.41)
+    marks += [("text", 4.4, low + 0.21, TRACE_LAUNCH, "left"),
+              ("box", 4.4, top, 2.1, 0.42, "aten::item", cpu, False),
+              ("box", 4.45, mid, 2.15, 0.42, "cudaStream…", wait, True),
+              # step 2 starts after the host's own work; meanwhile the GPU has nothing queued
+              ("box", 6.6, top, 1.45, 0.42, "host code", cpu, False),
+              ("box", 8.15, top, 1.8, 0.42, "forward", cpu, False)]
+    for i in range(3):
+        x = 8.2 + i * 0.58
+        marks += [("box", x, mid, 0.52, 0.42, "", cpu, False),
+                  ("box", x + 0.2, low, 0.16, 0.42, "", cpu, False)]
+    for i, (start, stop) in enumerate(TRACE_KERNELS):
+        marks += [("box", start, stream, stop - start - 0.05, 0.42, "gemm", gpu, False),
+                  ("arrow", (launches[i], low + 0.42), (start + 0.08, stream))]
+    for i in range(2):
+        start = 8.5 + i * 0.6
+        marks += [("box", start, stream, 0.55, 0.42, "", gpu, False),
+                  ("arrow", (8.48 + i * 0.58, low + 0.42), (start + 0.08, stream))]
+    # .item() copies the loss to the host: a thin copy after the last kernel, then the wait ends
+    marks += [("box", 6.45, stream, 0.12, 0.42, "", wait, False),
+              ("text", 6.51, stream - 0.2, "Memcpy DtoH", "center"),
+              ("span", 6.6, 8.5, stream + 0.21),
+              ("text", 7.7, stream + 0.7, "GPU idle", "center"),
+              ("callout", 4.0, 0.15, 1), ("callout", 5.45, 0.15, 2),
+              ("callout", 0.6, stream + 0.21, 3), ("callout", 6.75, stream + 0.7, 4)]
+    return marks
+
+
+def _draw_marks(ax, marks, colors, x0=0.0, x1=10.0, xscale=1.0, yscale=1.0, dy=0.0):
+    """The marks whose place lies within x0-x1 (a box: the part that does, with its text when
+    most of it does), drawn at ((x - x0) * xscale, y * yscale + dy)."""
+    def at(x, y):
+        return (x - x0) * xscale, y * yscale + dy
+
+    for kind, *mark in marks:
+        if kind == "box":
+            x, y, w, h, text, color, dashed = mark
+            left, right = max(x, x0), min(x + w, x1)
+            if right - left > 0.01:
+                (px, py), (qx, _) = at(left, y), at(right, y)
+                _box(ax, px, py, qx - px, h * yscale, text if right - left > w / 2 else "",
+                     color, colors, dashed=dashed)
+        elif kind == "arrow" and all(x0 <= x <= x1 for x, _ in mark):
+            _arrow(ax, at(*mark[0]), at(*mark[1]), colors, width=0.8)
+        elif kind == "text" and x0 <= mark[0] <= x1:
+            x, y, text, ha = mark
+            ax.text(*at(x, y), text, ha=ha, va="center", fontsize=SMALL_PT, color=colors["text"])
+        elif kind == "rule":
+            ax.plot([0, (x1 - x0) * xscale], [at(0, mark[0])[1]] * 2, color=colors["grid"],
+                    linewidth=0.8)
+        elif kind == "span" and x0 <= mark[0] and mark[1] <= x1:
+            ax.annotate("", xy=at(mark[0], mark[2]), xytext=at(mark[1], mark[2]),
+                        arrowprops={"arrowstyle": "<->", "color": colors["text"], "linewidth": 0.8})
+        elif kind == "callout" and x0 <= mark[0] <= x1:
+            _callout(ax, *at(mark[0], mark[1]), mark[2], colors)
 
 
 def draw_trace(ax, colors):
@@ -391,53 +521,33 @@ def draw_trace(ax, colors):
     (user annotation, aten:: operator, CUDA runtime call), the CUDA stream's kernels, the flow
     arrow from each launch to its kernel, the loss's copy to the host that .item() waits for,
     and the gap where the GPU waits for the host."""
-    cpu, gpu, wait = charts.PALETTE[0], charts.PALETTE[1], charts.PALETTE[3]
     _canvas(ax, 10, 6.0)
-    top, mid, low, stream = 0.45, 0.92, 1.39, 2.75
-    ax.text(0, 0.15, "python thread (CPU)", fontsize=SMALL_PT, color=colors["text"], va="center")
-    ax.text(0, 2.42, "CUDA stream 7 (GPU)", fontsize=SMALL_PT, color=colors["text"], va="center")
-    ax.plot([0, 10], [2.2, 2.2], color=colors["grid"], linewidth=0.8)
-    # step 1: forward queues two products; loss.item() waits until they are done
-    _box(ax, TRACE_FORWARD[0], top, TRACE_FORWARD[1] - TRACE_FORWARD[0], 0.42, "forward", cpu,
-         colors)
-    launches = []
-    for i in range(2):
-        x = 0.15 + i * 2.05
-        _box(ax, x, mid, 1.95, 0.42, "aten::mm", cpu, colors)
-        _box(ax, x + 1.3, low, 0.22, 0.42, "", cpu, colors)
-        launches.append(x + 1.41)
-    ax.text(4.4, low + 0.21, "← cudaLaunchKernel(ExC)", fontsize=SMALL_PT, color=colors["text"],
-            va="center")
-    kernels = TRACE_KERNELS
-    _box(ax, 4.4, top, 2.1, 0.42, "aten::item", cpu, colors)
-    _box(ax, 4.45, mid, 2.15, 0.42, "cudaStream…", wait, colors, dashed=True)
-    # step 2 starts after the host's own work; meanwhile the GPU has nothing queued
-    _box(ax, 6.6, top, 1.45, 0.42, "host code", cpu, colors)
-    _box(ax, 8.15, top, 1.8, 0.42, "forward", cpu, colors)
-    for i in range(3):
-        x = 8.2 + i * 0.58
-        _box(ax, x, mid, 0.52, 0.42, "", cpu, colors)
-        _box(ax, x + 0.2, low, 0.16, 0.42, "", cpu, colors)
-    for i, (start, stop) in enumerate(kernels):
-        _box(ax, start, stream, stop - start - 0.05, 0.42, "gemm", gpu, colors)
-        _arrow(ax, (launches[i], low + 0.42), (start + 0.08, stream), colors, width=0.8)
-    for i in range(2):
-        start = 8.5 + i * 0.6
-        _box(ax, start, stream, 0.55, 0.42, "", gpu, colors)
-        _arrow(ax, (8.48 + i * 0.58, low + 0.42), (start + 0.08, stream), colors, width=0.8)
-    # .item() copies the loss to the host: a thin copy after the last kernel, then the wait ends
-    _box(ax, 6.45, stream, 0.12, 0.42, "", wait, colors)
-    ax.text(6.51, stream - 0.2, "Memcpy DtoH", ha="center", va="center", fontsize=SMALL_PT,
-            color=colors["text"])
-    ax.annotate("", xy=(6.6, stream + 0.21), xytext=(8.5, stream + 0.21),
-                arrowprops={"arrowstyle": "<->", "color": colors["text"], "linewidth": 0.8})
-    ax.text(7.7, stream + 0.7, "GPU idle", ha="center", va="center", fontsize=SMALL_PT,
-            color=colors["text"])
-    _callout(ax, 4.0, 0.15, 1, colors)
-    _callout(ax, 5.45, 0.15, 2, colors)
-    _callout(ax, 0.6, stream + 0.21, 3, colors)
-    _callout(ax, 6.75, stream + 0.7, 4, colors)
+    _draw_marks(ax, _trace_marks(colors), colors)
     _notes(ax, 0, 4.05, TRACE_NOTES, colors)
+
+
+# The narrow trace: the timeline cut in two, each part across the whole width, one under the other
+# (the second in the rows the first names; the kernel cut in two shows where it goes on); the
+# launch calls named where the second part has room, before step 2's launches.
+TRACE_PARTS = ((0.0, 4.4), (4.35, 10.0))
+
+
+def draw_trace_narrow(ax, colors):
+    """draw_trace for a phone: its two steps in two parts, one under the other, each as wide
+    as the drawing; the notes wrapped under them."""
+    marks = []
+    for mark in _trace_marks(colors):
+        if mark[0] == "text" and mark[3] == TRACE_LAUNCH:
+            mark = ("text", 8.15, mark[2], TRACE_LAUNCH_RIGHT, "right")
+        marks.append(mark)
+    yscale, dy = 1.8, 0.0
+    for x0, x1 in TRACE_PARTS:
+        _draw_marks(ax, marks, colors, x0, x1, 10 / (x1 - x0), yscale, dy)
+        bottom = max(m[2] + 0.3 if m[0] == "text" else m[2] + m[4] if m[0] == "box" else 0
+                     for m in marks if m[0] in ("text", "box") and x0 <= m[1] <= x1)
+        dy += (bottom + 0.3) * yscale
+    bottom = _wrapped_notes(ax, 0, dy, TRACE_NOTES, colors, 40)
+    _narrow_canvas(ax, bottom)
 
 
 # The memory visualizer's Active Memory Timeline ----------------------------------------------------
@@ -477,7 +587,10 @@ def memory_stack(bands=MEMORY_BANDS, events=MEMORY_EVENTS):
     return lows, totals
 
 
-def draw_memory(ax, colors):
+MEMORY_PARAMETERS = "parameters (allocated before recording)"
+
+
+def draw_memory(ax, colors, narrow=False):
     lows, totals = memory_stack()
     palette = charts.PALETTE
     for i, (name, _start, _end, size) in enumerate(MEMORY_BANDS):
@@ -496,10 +609,14 @@ def draw_memory(ax, colors):
     for spine in ax.spines.values():
         spine.set_color(colors["grid"])
     top = max(totals)
-    ax.text(MEMORY_EVENTS / 2, 1.5, "parameters (allocated before recording)", ha="center",
+    ax.text(MEMORY_EVENTS / 2, 1.5, _wrap(MEMORY_PARAMETERS, 24) if narrow else MEMORY_PARAMETERS,
+            ha="center",
             va="center", fontsize=SMALL_PT, color=colors["text"],
             bbox={"facecolor": colors["back"], "edgecolor": "none", "pad": 1.5, "alpha": 0.85})
-    for x, label in ((3.0, "forward"), (13.5, "backward"), (23.0, "optimizer")):
+    # narrow, each in the middle of its phase: "backward" is as wide as its phase there
+    phases = ((5.75, "forward"), (15.0, "backward"), (23.25, "optimizer")) if narrow else (
+        (3.0, "forward"), (13.5, "backward"), (23.0, "optimizer"))
+    for x, label in phases:
         ax.text(x, top * 1.22, label, ha="center", va="center", fontsize=SMALL_PT,
                 color=colors["text"])
     for x in (11.5, 18.5):   # phase boundaries, above the parameters' label
@@ -527,6 +644,23 @@ def draw_memory_with_notes(ax, colors):
                 bbox={"boxstyle": "circle,pad=0.18", "facecolor": colors["text"], "edgecolor": "none"})
         ax.text(0.08, y, note, transform=ax.transAxes, ha="left", va="center", fontsize=SMALL_PT,
                 color=colors["text"])
+
+
+def draw_memory_narrow(ax, colors):
+    """The same chart, taller; its notes wrapped under it, placed in points below the axes."""
+    draw_memory(ax, colors, narrow=True)
+    y = -34.0
+    for i, note in enumerate(MEMORY_NOTES, start=1):
+        text = _wrap(note, 40)
+        ax.annotate(str(i), (0, 0), xycoords="axes fraction", xytext=(4, y),
+                    textcoords="offset points", ha="center", va="center", fontsize=SMALL_PT,
+                    fontweight="bold", color=colors["back"],
+                    bbox={"boxstyle": "circle,pad=0.18", "facecolor": colors["text"],
+                          "edgecolor": "none"})
+        ax.annotate(text, (0, 0), xycoords="axes fraction", xytext=(16, y + 6),
+                    textcoords="offset points", ha="left", va="top", fontsize=SMALL_PT,
+                    color=colors["text"], linespacing=1.15)
+        y -= (text.count("\n") + 1) * SMALL_PT * 1.15 * 1.2 + 6
 
 
 # Ring all-reduce -------------------------------------------------------------------------------------
@@ -561,14 +695,13 @@ def draw_ring(ax, colors, n: int = 4):
     stages = ring_all_reduce(n)
     left, cell, gap, row_h = 1.25, 0.46, 0.26, 0.6
     width = left + n * (n * cell + gap)
-    heads = {1: "reduce-scatter: add the chunk that arrives", n: "all-gather: keep the chunk that arrives"}
+    heads = _ring_heads(n)
     rows = len(stages) + len(heads)
     _canvas(ax, width, 0.75 + row_h * rows + 1.3)
     for rank in range(n):
         x = left + rank * (n * cell + gap)
         ax.text(x + n * cell / 2, 0.35, f"rank {rank}", ha="center", va="center",
                 fontsize=SMALL_PT, color=colors["text"], fontweight="bold")
-    shade, done = charts.PALETTE[0], charts.PALETTE[2]
     y = 0.75
     for s, (stage, state, sends) in enumerate(stages):
         if s in heads:
@@ -582,25 +715,73 @@ def draw_ring(ax, colors, n: int = 4):
         for rank in range(n):
             for chunk in range(n):
                 x = left + rank * (n * cell + gap) + chunk * cell
-                summed = len(state[rank][chunk])
-                full = summed == n
-                alpha = format(int(40 + 180 * summed / n), "02x")
-                ax.add_patch(plt.Rectangle((x + 0.02, y), cell - 0.04, cell,
-                                           facecolor=(done if full else shade) + alpha,
-                                           edgecolor=colors["text"] if (rank, chunk) in sent
-                                           else (done if full else shade),
-                                           linewidth=1.6 if (rank, chunk) in sent else 0.6))
-                ax.text(x + cell / 2, y + cell / 2, f"{CHUNKS[chunk]}{summed}", ha="center",
-                        va="center", fontsize=TINY_PT, color=colors["text"])
+                _ring_chunk(ax, x, y, cell, rank, chunk, state, sent, colors, n, TINY_PT)
         y += row_h
     y += 0.2
-    for i, line in enumerate([
-        f"A{n}: chunk A, summed over {n} ranks' data. Outlined: sent to",
-        f"the next rank (rank {n - 1} to rank 0). Each rank sends {2 * (n - 1)} chunks",
-        f"of 1/{n} of the tensor: 2(n − 1)/n = {_fraction(2 * (n - 1), n)} times its size.",
-    ]):
+    for i, line in enumerate(_ring_note(n)):
         ax.text(0, y + i * 0.36, line, ha="left", va="center", fontsize=SMALL_PT,
                 color=colors["text"])
+
+
+def _ring_heads(n: int) -> dict[int, str]:
+    """The headings above the stages they start."""
+    return {1: "reduce-scatter: add the chunk that arrives", n: "all-gather: keep the chunk that arrives"}
+
+
+def _ring_note(n: int) -> list[str]:
+    return [f"A{n}: chunk A, summed over {n} ranks' data. Outlined: sent to",
+            f"the next rank (rank {n - 1} to rank 0). Each rank sends {2 * (n - 1)} chunks",
+            f"of 1/{n} of the tensor: 2(n − 1)/n = {_fraction(2 * (n - 1), n)} times its size."]
+
+
+def _ring_chunk(ax, x, y, cell, rank, chunk, state, sent, colors, n, size):
+    """One chunk of one rank: shaded by how many ranks' data it holds, outlined when sent."""
+    shade, done = charts.PALETTE[0], charts.PALETTE[2]
+    summed = len(state[rank][chunk])
+    full = summed == n
+    alpha = format(int(40 + 180 * summed / n), "02x")
+    ax.add_patch(plt.Rectangle((x + 0.02, y), cell - 0.04, cell,
+                               facecolor=(done if full else shade) + alpha,
+                               edgecolor=colors["text"] if (rank, chunk) in sent
+                               else (done if full else shade),
+                               linewidth=1.6 if (rank, chunk) in sent else 0.6))
+    ax.text(x + cell / 2, y + cell / 2, f"{CHUNKS[chunk]}{summed}", ha="center",
+            va="center", fontsize=size, color=colors["text"])
+
+
+def draw_ring_narrow(ax, colors, n: int = 4):
+    """draw_ring for a phone: each rank's chunks in a square (A B over C D), the headings and
+    the note wrapped."""
+    stages = ring_all_reduce(n)
+    side = math.ceil(math.sqrt(n))
+    left, cell, gap, stage_gap = 1.75, 0.86, 0.42, 0.34
+    block = side * cell
+    heads = _ring_heads(n)
+    for rank in range(n):
+        x = left + rank * (block + gap)
+        ax.text(x + block / 2, 0.3, f"rank {rank}", ha="center", va="center",
+                fontsize=SMALL_PT, color=colors["text"], fontweight="bold")
+    y = 0.85
+    for s, (stage, state, sends) in enumerate(stages):
+        if s in heads:
+            text = _wrap(heads[s], 40)
+            ax.text(0, y, text, ha="left", va="top", fontsize=SMALL_PT, color=colors["text"],
+                    fontweight="bold", linespacing=1.15)
+            y += (text.count("\n") + 1) * LINE + 0.2
+        label = f"step {stage.split()[-1]}" if s else "start"
+        ax.text(0, y + block / 2, label, ha="left", va="center", fontsize=SMALL_PT,
+                color=colors["text"])
+        sent = set(sends)
+        for rank in range(n):
+            for chunk in range(n):
+                x = left + rank * (block + gap) + (chunk % side) * cell
+                _ring_chunk(ax, x, y + (chunk // side) * cell, cell, rank, chunk, state, sent,
+                            colors, n, SMALL_PT)
+        y += block + stage_gap
+    text = _wrap(" ".join(_ring_note(n)), 42)
+    ax.text(0, y + 0.1, text, ha="left", va="top", fontsize=SMALL_PT, color=colors["text"],
+            linespacing=1.15)
+    _narrow_canvas(ax, y + 0.1 + (text.count("\n") + 1) * LINE + 0.1)
 
 
 def _fraction(top: int, bottom: int) -> str:
@@ -619,42 +800,82 @@ def ring_traffic(n: int) -> float:
 
 # FSDP's cycle for one unit --------------------------------------------------------------------------
 
+# The stages of one unit, in forward and in backward: (text, colour, the parameters' shards of N = 4
+# held after it); the dashed ones are skipped for the root; the notes under the drawing.
+FSDP_COMM, FSDP_COMPUTE, FSDP_MEMORY = charts.PALETTE[4], charts.PALETTE[0], charts.PALETTE[2]
+FSDP_ROWS = [
+    ("forward, for each unit in turn", [
+        ("sharded:\n1/N of its\nparameters", FSDP_MEMORY, 1), ("all-gather\n(NCCL)", FSDP_COMM, 4),
+        ("forward\nwith full\nparameters", FSDP_COMPUTE, 4),
+        ("free full\nparameters\n(reshard)", FSDP_COMM, 1)]),
+    ("backward, units in reverse order", [
+        ("all-gather\nagain", FSDP_COMM, 4), ("backward:\nfull\ngradients", FSDP_COMPUTE, 4),
+        ("free full\nparameters", FSDP_COMM, 1),
+        ("reduce-scatter\ngradients:\n1/N each", FSDP_COMM, 1)]),
+]
+FSDP_SKIPPED_BY_ROOT = {(0, 3), (1, 0)}   # (row, stage)
+FSDP_HELD = "under each box: the unit's parameters held after it, of N = 4 shards"
+FSDP_NOTES = [
+    "Dashed: skipped for the root, which keeps its full parameters after",
+    "forward (reshard_after_forward=None is False for the root only).",
+    "Prefetch: the next unit's all-gather runs while this unit computes.",
+    "The shard stays allocated beside the gathered copy (1/N + N/N).",
+    "Then the optimizer updates each rank's shards: no communication.",
+]
+
+
+def _shards(ax, x, y, shards, size=0.24, step=0.27, height=0.26):
+    """The unit's parameters held, in N = 4 shards from (x, y): `shards` of them filled."""
+    for k in range(4):
+        ax.add_patch(plt.Rectangle((x + k * step, y), size, height,
+                                   facecolor=FSDP_MEMORY + ("99" if k < shards else "00"),
+                                   edgecolor=FSDP_MEMORY, linewidth=0.7,
+                                   linestyle="-" if k < shards else ":"))
+
+
 def draw_fsdp(ax, colors):
-    comm, compute, memory = charts.PALETTE[4], charts.PALETTE[0], charts.PALETTE[2]
     _canvas(ax, 10, 6.95)
     w, h = 2.15, 1.05
     xs = [0.05, 2.6, 5.15, 7.7]
-    rows = [("forward, for each unit in turn", 0.45, [
-                ("sharded:\n1/N of its\nparameters", memory, 1), ("all-gather\n(NCCL)", comm, 4),
-                ("forward\nwith full\nparameters", compute, 4),
-                ("free full\nparameters\n(reshard)", comm, 1)]),
-            ("backward, units in reverse order", 2.5, [
-                ("all-gather\nagain", comm, 4), ("backward:\nfull\ngradients", compute, 4),
-                ("free full\nparameters", comm, 1), ("reduce-scatter\ngradients:\n1/N each", comm, 1)])]
-    for title, top, boxes in rows:
+    for row, (title, boxes) in enumerate(FSDP_ROWS):
+        top = (0.45, 2.5)[row]
         ax.text(0.05, top - 0.22, title, fontsize=SMALL_PT, color=colors["text"],
                 fontweight="bold", va="center")
         for i, (text, color, shards) in enumerate(boxes):
-            skipped_by_root = (top, i) in ((0.45, 3), (2.5, 0))
-            _box(ax, xs[i], top, w, h, text, color, colors, dashed=skipped_by_root)
+            _box(ax, xs[i], top, w, h, text, color, colors, dashed=(row, i) in FSDP_SKIPPED_BY_ROOT)
             if i:
                 _arrow(ax, (xs[i - 1] + w, top + h / 2), (xs[i], top + h / 2), colors)
             # under each box: the unit's parameters held afterwards, in shards of N = 4 ranks
-            for k in range(4):
-                ax.add_patch(plt.Rectangle((xs[i] + 0.55 + k * 0.27, top + h + 0.12), 0.24, 0.26,
-                                           facecolor=memory + ("99" if k < shards else "00"),
-                                           edgecolor=memory, linewidth=0.7,
-                                           linestyle="-" if k < shards else ":"))
-    ax.text(0.05, 4.45, "under each box: the unit's parameters held after it, of N = 4 shards",
-            fontsize=SMALL_PT, color=colors["text"], va="center")
-    for i, line in enumerate([
-        "Dashed: skipped for the root, which keeps its full parameters after",
-        "forward (reshard_after_forward=None is False for the root only).",
-        "Prefetch: the next unit's all-gather runs while this unit computes.",
-        "The shard stays allocated beside the gathered copy (1/N + N/N).",
-        "Then the optimizer updates each rank's shards: no communication.",
-    ]):
+            _shards(ax, xs[i] + 0.55, top + h + 0.12, shards)
+    ax.text(0.05, 4.45, FSDP_HELD, fontsize=SMALL_PT, color=colors["text"], va="center")
+    for i, line in enumerate(FSDP_NOTES):
         ax.text(0.05, 4.95 + i * 0.42, line, fontsize=SMALL_PT, color=colors["text"], va="center")
+
+
+def draw_fsdp_narrow(ax, colors):
+    """draw_fsdp for a phone: forward and backward side by side as columns, each stage under the
+    one before it; the notes wrapped under them."""
+    w, h, column = 4.3, 1.7, 5.3
+    bottom = 0.0
+    for row, (title, boxes) in enumerate(FSDP_ROWS):
+        x = 0.05 + row * column
+        text = _wrap(title, 20)
+        ax.text(x, 0.05, text, fontsize=SMALL_PT, color=colors["text"], fontweight="bold",
+                va="top", linespacing=1.15)
+        y = 0.05 + 2 * LINE + 0.35
+        for i, (label, color, shards) in enumerate(boxes):
+            if i:
+                _arrow(ax, (x + w / 2, y - 0.6), (x + w / 2, y), colors)
+            _box(ax, x, y, w, h, label, color, colors, dashed=(row, i) in FSDP_SKIPPED_BY_ROOT)
+            _shards(ax, x + w / 2 - 1.05, y + h + 0.15, shards, size=0.46, step=0.55, height=0.4)
+            y += h + 0.15 + 0.4 + 0.7
+        bottom = max(bottom, y - 0.6)
+    y = bottom + 0.15
+    for paragraph in (FSDP_HELD, *re.split(r"(?<=\.) (?=[A-Z])", " ".join(FSDP_NOTES))):
+        text = _wrap(paragraph, 42)
+        ax.text(0.05, y, text, fontsize=SMALL_PT, color=colors["text"], va="top", linespacing=1.15)
+        y += (text.count("\n") + 1) * LINE + 0.2
+    _narrow_canvas(ax, y)
 
 
 # Start here's decision procedure ---------------------------------------------------------------------
@@ -673,18 +894,23 @@ DECISION_ROWS = [
 DECISION_BUSY = "none reaches MIN_SHARE: the GPU is busy;\ncompare with its peak, then more GPUs"
 
 
+DECISION_TRACE = ("one trace of a few steps: take_trace(), then read_trace():\n"
+                  "the GPU's idle time by cause, and the float32 products")
+DECISION_HEADS = ("costs the step (its share of it)", "where to look")
+DECISION_NOTE = ("each listed when it costs at least MIN_SHARE of the step,\n"
+                 "the largest first; several can apply")
+
+
 def draw_decision(ax, colors):
     """take_trace and read_trace, then each branch's share of the step against MIN_SHARE: the
     branches listed largest first, each with where to look; the busy branch when none is."""
     fix = charts.PALETTE[2]
     _canvas(ax, 10, 7.55)
-    _box(ax, 0.05, 0.05, 9.9, 0.75, "one trace of a few steps: take_trace(), then read_trace():\n"
-         "the GPU's idle time by cause, and the float32 products", charts.PALETTE[0], colors)
+    _box(ax, 0.05, 0.05, 9.9, 0.75, DECISION_TRACE, charts.PALETTE[0], colors)
     _arrow(ax, (5, 0.8), (5, 1.2), colors)
-    ax.text(0.05, 1.45, "costs the step (its share of it)", fontsize=SMALL_PT,
-            color=colors["text"], fontweight="bold", va="center")
-    ax.text(5.75, 1.45, "where to look", fontsize=SMALL_PT, color=colors["text"],
-            fontweight="bold", va="center")
+    for x, head in zip((0.05, 5.75), DECISION_HEADS, strict=True):
+        ax.text(x, 1.45, head, fontsize=SMALL_PT, color=colors["text"], fontweight="bold",
+                va="center")
     top, step, h = 1.75, 0.8, 0.66
     for i, (symptom, where, color) in enumerate(DECISION_ROWS):
         y = top + i * step
@@ -692,15 +918,49 @@ def draw_decision(ax, colors):
         _arrow(ax, (4.7, y + h / 2), (5.7, y + h / 2), colors)
         _box(ax, 5.75, y, 4.2, h, where, fix, colors)
     below = top + len(DECISION_ROWS) * step
-    ax.text(0.05, below + 0.15, "each listed when it costs at least MIN_SHARE of the step,\n"
-            "the largest first; several can apply", fontsize=SMALL_PT, color=colors["text"],
-            va="top")
+    ax.text(0.05, below + 0.15, DECISION_NOTE, fontsize=SMALL_PT, color=colors["text"], va="top")
     _box(ax, 0.05, below + 0.95, 9.9, 0.7, DECISION_BUSY, fix, colors, dashed=True)
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + 1
+
+
+def draw_decision_narrow(ax, colors):
+    """draw_decision for a phone: the same boxes and columns, their words on more lines."""
+    fix = charts.PALETTE[2]
+    trace = _wrap(DECISION_TRACE, 36)
+    h = _lines(trace) * LINE + 0.35
+    _box(ax, 0.05, 0.05, 9.9, h, trace, charts.PALETTE[0], colors)
+    y = 0.05 + h
+    _arrow(ax, (5, y), (5, y + 0.5), colors)
+    y += 0.7
+    split, fix_x = 5.6, 6.2
+    heads = [_wrap(head, 21) for head in DECISION_HEADS]
+    for x, head in zip((0.05, fix_x), heads, strict=True):
+        ax.text(x, y, head, fontsize=SMALL_PT, color=colors["text"], fontweight="bold", va="top",
+                linespacing=1.15)
+    y += max(map(_lines, heads)) * LINE + 0.25
+    for symptom, where, color in DECISION_ROWS:
+        symptom, where = _wrap(symptom, 21), _wrap(where, 14)
+        h = max(_lines(symptom), _lines(where)) * LINE + 0.3
+        _box(ax, 0.05, y, split - 0.05, h, symptom, charts.PALETTE[color], colors)
+        _arrow(ax, (split + 0.05, y + h / 2), (fix_x - 0.05, y + h / 2), colors)
+        _box(ax, fix_x, y, 9.95 - fix_x, h, where, fix, colors)
+        y += h + 0.25
+    note = _wrap(DECISION_NOTE, 42)
+    ax.text(0.05, y, note, fontsize=SMALL_PT, color=colors["text"], va="top", linespacing=1.15)
+    y += _lines(note) * LINE + 0.3
+    busy = _wrap(DECISION_BUSY, 38)
+    h = _lines(busy) * LINE + 0.35
+    _box(ax, 0.05, y, 9.9, h, busy, fix, colors, dashed=True)
+    _narrow_canvas(ax, y + h + 0.05)
 
 
 DIAGRAMS: dict[str, Diagram] = {
     "slow-step-decision": Diagram(
-        draw=draw_decision, height_in=3.9, page="docs/start-here/slow-training.md",
+        draw=draw_decision, height_in=3.9, narrow=draw_decision_narrow, narrow_height_in=5.2,
+        page="docs/start-here/slow-training.md",
         alt="The decision procedure of a slow training step: what the trace shows, each "
             "branch's share of the step, and where to look",
         caption="How <code>read_trace</code> and <code>where_to_look</code> turn one trace into "
@@ -720,7 +980,8 @@ DIAGRAMS: dict[str, Diagram] = {
             "several can apply. A dashed box at the bottom: when none reaches MIN_SHARE, the "
             "GPU is busy; compare its rate with the GPU's peak, then use more GPUs.")),
     "profiler-trace": Diagram(
-        draw=draw_trace, height_in=3.9, page="docs/execution/profiling.md",
+        draw=draw_trace, height_in=3.9, narrow=draw_trace_narrow, narrow_height_in=6.2,
+        page="docs/execution/profiling.md",
         alt="Schematic of a torch.profiler trace in the trace viewer: the Python thread's "
             "spans above the CUDA stream's kernels",
         caption="What a <code>torch.profiler</code> trace shows in Perfetto or "
@@ -742,7 +1003,8 @@ DIAGRAMS: dict[str, Diagram] = {
             "stream row while the host does its own work, time in which the GPU is idle and "
             "which shortening the host work would win back.")),
     "memory-timeline": Diagram(
-        draw=draw_memory_with_notes, height_in=3.7, page="docs/memory/memory-over-time.md",
+        draw=draw_memory_with_notes, height_in=3.7, narrow=draw_memory_narrow,
+        narrow_height_in=5.4, page="docs/memory/memory-over-time.md",
         alt="Schematic of the memory visualizer's Active Memory Timeline over one training step",
         caption="What <a href=\"https://pytorch.org/memory_viz\">pytorch.org/memory_viz</a> "
                 "shows for a snapshot from <code>_dump_snapshot</code> in its Active Memory "
@@ -765,7 +1027,8 @@ DIAGRAMS: dict[str, Diagram] = {
             "and AdamW's state remain. Hovering over a band in the visualizer shows that "
             "tensor's size and the stack that allocated it.")),
     "ring-all-reduce": Diagram(
-        draw=draw_ring, height_in=4.3, page="docs/several-gpus/ways-to-use-several-gpus.md",
+        draw=draw_ring, height_in=4.3, narrow=draw_ring_narrow, narrow_height_in=6.4,
+        page="docs/several-gpus/ways-to-use-several-gpus.md",
         alt="Ring all-reduce on four ranks: three reduce-scatter steps, then three all-gather "
             "steps",
         caption="A ring all-reduce on four ranks, each holding its tensor cut into four chunks, "
@@ -782,7 +1045,8 @@ DIAGRAMS: dict[str, Diagram] = {
             "Each rank sent six chunks of a quarter of the tensor, one and a half times its "
             "size: 2(n − 1)/n with n = 4, the factor between algorithm and bus bandwidth.")),
     "fsdp-unit-cycle": Diagram(
-        draw=draw_fsdp, height_in=4.1, page="docs/several-gpus/fsdp2.md",
+        draw=draw_fsdp, height_in=4.1, narrow=draw_fsdp_narrow, narrow_height_in=6.0,
+        page="docs/several-gpus/fsdp2.md",
         alt="FSDP2's cycle for one unit: all-gather, compute and free in forward and in "
             "backward, then reduce-scatter of gradients",
         caption="What each <code>fully_shard</code> unit does in one training step, and what it "

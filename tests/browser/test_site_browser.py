@@ -405,8 +405,9 @@ DRAWN = """n => [...document.querySelectorAll('div.mermaid')]
 
 # The smallest text in a chart, in CSS pixels as displayed: below this it is hard to read.
 MIN_CHART_TEXT_PX = {"desktop": 11, "phone": 9}
-# The drawn ideas (fieldguide/rendering/diagrams.py): at 12 px or more on a phone too, where their frame
-# scrolls sideways (issue 45: they showed at 9.3-10.1 px at 390 px).
+# The drawn ideas (fieldguide/rendering/diagrams.py): at 12 px or more on a phone too, in their narrow
+# drawing, which fits the column (issue 45: they showed at 9.3-10.1 px at 390 px, then in a frame
+# that scrolled sideways).
 MIN_DIAGRAM_TEXT_PX = {"desktop": 11, "phone": 12}
 SCIENTIFIC = re.compile(r"\d[eE][+-]?\d|×\s*10|10\^|\$\\mathdefault")
 
@@ -418,9 +419,8 @@ CHART_FACTS = """() => [...document.querySelectorAll('figure.timing-chart object
                 narrow: o.classList.contains('timing-narrow'),
                 anyWidth: o.classList.contains('timing-any-width'),
                 diagram: !!o.closest('figure.fieldguide-diagram'),
-                // a drawn idea's frame scrolls sideways on a phone: its own, not the page
-                scrolls: !!o.closest('.fieldguide-diagram-frame') && getComputedStyle(
-                    o.closest('.fieldguide-diagram-frame')).overflowX === 'auto',
+                // how far the figure's content sticks out of it sideways (0: it fits)
+                overflow: o.closest('figure').scrollWidth - o.closest('figure').clientWidth,
                 // a drawing whose colour scheme differs from its frame's sits on opaque white
                 schemes: [getComputedStyle(o).colorScheme, o.contentDocument &&
                           getComputedStyle(o.contentDocument.documentElement).colorScheme],
@@ -542,8 +542,13 @@ def _check_charts(page, charts: list[dict], width: str, scheme: str, svgs: dict[
         if not chart["loaded"]:
             found.append(f"{where}: not loaded")
             continue
-        if chart["width"] > chart["room"] + 1 and not chart.get("scrolls"):
+        if chart["width"] > chart["room"] + 1:
             found.append(f"{where}: {chart['width']:.0f} px wide in {chart['room']:.0f} px")
+        if chart["diagram"]:  # issue 45: a drawn idea fits its column, at a phone's width too
+            if chart["overflow"] > 1:
+                found.append(f"{where}: its figure's content {chart['overflow']} px wider than it")
+            if chart["anyWidth"]:
+                found.append(f"{where}: a drawn idea without its narrow drawing")
         narrow = chart["narrow"]
         if narrow != (width == "phone") and not chart["anyWidth"]:  # some are drawn once
             found.append(f"{where}: the {'phone' if narrow else 'desktop'} drawing shown at "

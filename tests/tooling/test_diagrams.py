@@ -9,6 +9,7 @@ import html
 import inspect
 import re
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -62,7 +63,12 @@ def test_each_figure_has_a_name_a_caption_and_a_description(rendered):
         assert figures, f"{page}: no figure"
         for figure in figures:
             objects = re.findall(r"<object [^>]*>", figure)
-            assert {re.search(r"only-(\w+)", o)[1] for o in objects} == {"light", "dark"}, page
+            # each theme drawn wide and narrow (issue 45), the stylesheet picks one of the four
+            drawn = [(re.search(r"only-(\w+)", o)[1], re.search(r"timing-(wide|narrow)", o)[1])
+                     for o in objects]
+            assert sorted(drawn) == sorted((t, w) for t in ("light", "dark")
+                                           for w in diagrams.LAYOUTS), (page, drawn)
+            assert "timing-any-width" not in figure and "diagram-frame" not in figure, page
             for obj in objects:
                 assert 'role="img"' in obj
                 label = re.search(r'aria-label="([^"]+)"', obj)[1]
@@ -98,7 +104,7 @@ def test_each_drawing_takes_its_text_colours_from_its_scheme(rendered):
     assert names == {"host-queue", *diagrams.DIAGRAMS}
     by_scheme: dict[str, set[str]] = {"light": set(), "dark": set()}
     for path, svg in svgs.items():
-        scheme = re.search(r"-(light|dark)\.svg$", path)[1]
+        scheme = re.search(r"-(light|dark)(?:-narrow)?\.svg$", path)[1]
         allowed = {charts.THEMES[scheme]["text"], diagrams.BACKGROUND[scheme]}
         texts = _texts(svg)
         assert texts, path
@@ -301,17 +307,106 @@ def test_a_notebook_points_to_the_page_for_a_schematic_and_for_numbers(tmp_path)
     assert "<!--" not in text
 
 
-def test_the_drawn_ideas_read_at_12_px_on_a_phone_and_at_the_body_size_on_a_desktop():
-    """Issue 45: at 390 px the drawings showed text of 9.3-10.1 px, at 1280 px of 20-22 px. The
-    stylesheet shows them at DESKTOP_WIDTH_PX at most and at PHONE_WIDTH_PX on a phone (in a
-    frame that scrolls sideways); drawn WIDTH_IN wide, their text then shows at those sizes."""
+def _drawn(build, name: str) -> dict[tuple[str, str], str]:
+    """{(theme, layout): svg} of one figure of the rendered pages."""
+    found = {}
+    for path, svg in build.figures.items():
+        match = re.search(rf"charts/{name}-[0-9a-f]{{12}}-(light|dark)(-narrow)?\.svg$", path)
+        if match:
+            found[match[1], "narrow" if match[2] else "wide"] = svg
+    return found
+
+
+def _svg_words(svg: str, ticks: bool = True) -> set[str]:
+    """The words the drawing shows (arrows and other signs left out); without its axes' tick
+    labels if not `ticks` (a narrower axis may number fewer ticks)."""
+    import xml.etree.ElementTree as ET
+
+    namespace = "{http://www.w3.org/2000/svg}"
+    texts = []
+
+    def walk(element):
+        if not ticks and element.get("id", "").startswith("matplotlib.axis"):
+            return
+        if element.tag == namespace + "text":
+            texts.append("".join(element.itertext()))
+        elif element.tag not in (namespace + "title", namespace + "desc"):
+            for child in element:
+                walk(child)
+
+    walk(ET.fromstring(svg[svg.index("<svg"):]))
+    return {w for t in texts for w in t.split() if re.search(r"\w", w)}
+
+
+def _svg_size(svg: str) -> tuple[float, float]:
+    """(drawing width in CSS px at its natural size, its smallest text in CSS px at that size)."""
+    width_pt = float(re.search(r'<svg[^>]*\swidth="([\d.]+)pt"', svg)[1])
+    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) [\d.]+"', svg)[1])
+    smallest = min(float(s) for s in re.findall(r"font-size:\s*([\d.]+)px", svg))
+    px = width_pt * 4 / 3 / view_width   # CSS px per unit of the drawing
+    return view_width * px, smallest * px
+
+
+@pytest.mark.parametrize("name", ["host-queue", *diagrams.DIAGRAMS])
+def test_each_drawing_has_a_narrow_layout_that_says_the_same_words(rendered, name):
+    """Issue 45: every drawn idea is drawn for a phone too, in both themes, taller and narrower,
+    with the words of the wide drawing (the queue's tick labels aside: its narrower axes number
+    fewer ticks) and none other."""
+    build, _ = rendered
+    drawn = _drawn(build, name)
+    assert set(drawn) == {(t, w) for t in ("light", "dark") for w in diagrams.LAYOUTS}, name
+    ticks = name != "host-queue"
+    for theme in ("light", "dark"):
+        wide, narrow = drawn[theme, "wide"], drawn[theme, "narrow"]
+        assert _svg_words(narrow, ticks) == _svg_words(wide, ticks), (name, theme)
+        assert len(_svg_words(wide, ticks)) >= 8, name
+        (wide_px, _), (narrow_px, _) = _svg_size(wide), _svg_size(narrow)
+        height = [float(re.search(r'<svg[^>]*\sheight="([\d.]+)pt"', svg)[1]) for svg in (wide, narrow)]
+        assert narrow_px < wide_px and height[1] > height[0], (name, theme)
+
+
+def test_the_narrow_layout_is_drawn_narrow_enough_for_12_px_text_on_a_phone():
+    """Below the stylesheet's breakpoint a narrow drawing fills the column: on a 390 px phone,
+    PHONE_COLUMN_PX, the viewport less Material's side margins (read from its stylesheet). Drawn
+    NARROW_WIDTH_IN wide, its text of SMALL_PT (its smallest) or FONT_PT shows there at 12 px or
+    more; the wide drawing shows FONT_PT at about the body's 16 px on a desktop."""
+    import material
+
     css = (ROOT / "docs" / "assets" / "extra.css").read_text(encoding="utf-8")
     assert f"max-width: {diagrams.DESKTOP_WIDTH_PX}px;" in css
-    assert f"width: {diagrams.PHONE_WIDTH_PX}px;" in css
-    natural_px = diagrams.WIDTH_IN * 96
+    assert "fieldguide-diagram-frame" not in css   # nothing scrolls sideways any more
+    # the narrow drawings are the ones shown below the breakpoint, and a 390 px phone is below it
+    narrow_rule = re.search(r"@media screen and \(max-width: (\d+)px\) \{[^@]*?"
+                            r"object\.timing-narrow\.only-light[^}]*display: block", css)
+    assert narrow_rule and diagrams.PHONE_VIEWPORT_PX <= int(narrow_rule[1])
+    sheets = (Path(material.__file__).parent / "templates" / "assets" / "stylesheets").glob("main.*.min.css")
+    material_css = next(sheets).read_text(encoding="utf-8")
+    root_px = 16 * int(re.search(r"html\{[^}]*font-size:(\d+)%", material_css)[1]) / 100
+    margin_rem = float(re.search(r"\.md-content__inner\{[^}]*margin:0 ([\d.]+)rem", material_css)[1])
+    assert diagrams.PHONE_COLUMN_PX == diagrams.PHONE_VIEWPORT_PX - 2 * margin_rem * root_px
 
-    def shown(points, width_px):
-        return points * 4 / 3 * width_px / natural_px
+    def shown(points, drawn_in, width_px):
+        return points * 4 / 3 * width_px / (drawn_in * 96)
 
-    assert shown(diagrams.TINY_PT, diagrams.PHONE_WIDTH_PX) >= 12
-    assert shown(diagrams.FONT_PT, diagrams.DESKTOP_WIDTH_PX) <= 16.5
+    # the widest the narrow layout can be drawn for its smallest text to show at 12 px
+    widest_in = diagrams.SMALL_PT * 4 / 3 * diagrams.PHONE_COLUMN_PX / diagrams.PHONE_TEXT_PX / 96
+    assert diagrams.NARROW_WIDTH_IN <= widest_in
+    for points in (diagrams.SMALL_PT, diagrams.FONT_PT):
+        assert shown(points, diagrams.NARROW_WIDTH_IN, diagrams.PHONE_COLUMN_PX) >= diagrams.PHONE_TEXT_PX
+    assert shown(diagrams.FONT_PT, diagrams.WIDTH_IN, diagrams.DESKTOP_WIDTH_PX) <= 16.5
+
+
+@pytest.mark.parametrize("name", ["host-queue", *diagrams.DIAGRAMS])
+def test_each_narrow_drawing_shows_its_smallest_text_at_12_px_on_a_phone(rendered, name):
+    """As drawn (bbox_inches="tight" crops or widens the figure): the narrow SVG's natural
+    width and smallest text, scaled to PHONE_COLUMN_PX, give text of PHONE_TEXT_PX or more."""
+    build, _ = rendered
+    for (theme, layout), svg in _drawn(build, name).items():
+        natural_px, smallest_px = _svg_size(svg)
+        if layout == "narrow":
+            assert natural_px <= diagrams.NARROW_WIDTH_IN * 96 + 1, (name, theme, natural_px)
+            shown = smallest_px * diagrams.PHONE_COLUMN_PX / natural_px
+            assert shown >= diagrams.PHONE_TEXT_PX, (name, theme, round(shown, 1))
+        else:
+            shown = smallest_px * diagrams.DESKTOP_WIDTH_PX / natural_px   # a desktop's column
+            assert shown >= 11, (name, theme, round(shown, 1))   # the browser test's desktop floor
