@@ -98,6 +98,7 @@ class BuiltPage:
     diagrams: int = 0               # Mermaid diagrams: <pre class="mermaid"> in the HTML
     text: str = field(default="", repr=False)  # the article's text, markup removed
     prompts: int = 0                # "predict, then run" prompts: <details class="predict">
+    charts: int = 0                 # charts and drawn ideas: <figure class="timing-chart">
 
 
 class _PageParser(HTMLParser):
@@ -110,6 +111,7 @@ class _PageParser(HTMLParser):
         self.code: list[str] = []
         self.diagrams = 0
         self.prompts = 0
+        self.charts = 0
         self.text: list[str] = []
         self._mermaid = False
         self._article = False
@@ -127,6 +129,8 @@ class _PageParser(HTMLParser):
             self._headerlink = True
         elif tag == "details" and prompts.KIND in classes:
             self.prompts += 1
+        elif tag == "figure" and "timing-chart" in classes:
+            self.charts += 1
         elif tag == "pre":
             self._pre += 1
             if "mermaid" in classes:
@@ -170,7 +174,7 @@ def _discover(site: Path, base_url: str) -> list[BuiltPage]:
         url = f"{base_url}/{path}/" if path else f"{base_url}/"
         pages.append(BuiltPage(url=url, h1=parser.h1 or "", code=parser.code,
                                diagrams=parser.diagrams, text="".join(parser.text),
-                               prompts=parser.prompts))
+                               prompts=parser.prompts, charts=parser.charts))
     return pages
 
 
@@ -323,6 +327,17 @@ def context(browser, site):
 # each chart, an <object>) run there too.
 SCHEMES = {"light": None,
            "dark": ["color-contrast", "link-in-text-block", "object-alt", "role-img-alt"]}
+# axe-core runs at desktop width only. What it checks (names, roles, landmarks, colours and their
+# contrast) is the same document at every width on this site: the width rules of Material and of
+# extra.css move, hide and resize things, and none of extra.css's sets a colour
+# (test_no_colour_rule_depends_on_the_width). What the width does change is checked at both
+# widths without axe: the page's and each code block's sideways scrolling, code size, charts and
+# diagrams (the phone's own drawings), and that a region that scrolls sideways takes the keyboard
+# (axe's scrollable-region-focusable, as PAGE_FACTS measures it). An axe run costs 1-2.5 s of
+# Chromium's time per page and scheme, most of it axe reading the page (a run of two rules costs
+# about as much as all of them): it was two thirds of the browser test's time, which was the
+# longest part of `make test` (2026-11-28: 468 s and 430 s for the two widths).
+AXE_WIDTHS = ("desktop",)
 MATERIAL_SCHEMES = {"light": "default", "dark": "slate"}   # the reader's scheme -> Material's
 # Material fades colours over 250 ms as the scheme changes: none while colours are measured.
 NO_TRANSITIONS = "*, *::before, *::after { transition: none !important; }"
@@ -355,6 +370,13 @@ PAGE_FACTS = """() => {
         diagrams: [...document.querySelectorAll('.mermaid')].map(
             d => ({tag: d.tagName, height: d.getBoundingClientRect().height})),
         mermaidLoaded: typeof mermaid !== 'undefined',
+        // a region that scrolls sideways, reached by neither Tab nor anything inside it
+        unreachable: [...document.querySelectorAll('.md-content *')]
+            .filter(e => e.scrollWidth > e.clientWidth + 1 && e.getClientRects().length > 0)
+            .filter(e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
+            .filter(e => e.tabIndex < 0 && !e.querySelector(
+                'a[href], button, input, select, textarea, summary, [tabindex]:not([tabindex="-1"])'))
+            .slice(0, 3).map(e => `<${e.tagName.toLowerCase()} class="${e.className}">`),
     };
 }"""
 
@@ -517,6 +539,9 @@ def _check_page(built: BuiltPage, facts: dict, width: str) -> list[str]:
                      f"sticking out: {facts['wide']}")
     if facts["codeBlocks"] and facts["smallestCode"] < MIN_CODE_PX:
         found.append(f"code at {facts['smallestCode']} px (at least {MIN_CODE_PX} px)")
+    if facts["unreachable"]:
+        found.append(f"a region scrolls sideways but takes no keyboard focus: "
+                     f"{facts['unreachable']}")
     if width == "desktop":
         for block in facts["scrolling"]:
             found.append(f"a code block scrolls sideways by {block['by']} px; its longest line "
@@ -576,18 +601,30 @@ def _check_charts(page, charts: list[dict], width: str, scheme: str, svgs: dict[
     return found
 
 
+# Each width's pages in this many tests (every SHARDS-th page from the shard's index): pytest-xdist
+# hands them to whichever worker is free, where one test of all the pages kept a worker busy for
+# seven minutes while the other ran everything else.
+SHARDS = 3
+
+
 @pytest.mark.browser
+@pytest.mark.parametrize("shard", range(SHARDS))
 @pytest.mark.parametrize("width", list(VIEWPORTS))
-def test_every_page(browser, site, width):
-    """Each page loaded once at this width and seen in both colour schemes in that one visit
-    (light as loaded, then dark through Material's palette toggle, as a reader switches): no
-    console error, no request off the site, no sideways scrolling of the page or (at desktop
-    width) of any code block, readable code, diagrams drawn, charts drawn to fit in each scheme,
-    "predict, then run" prompts that open from the keyboard, and no serious or critical
-    axe-core violation, the prompts' answers opened (every rule in light; in dark, the rules
-    that depend on colour, since the document is the same)."""
+def test_every_page(browser, site, width, shard):
+    """Each page of the shard loaded once at this width and seen in both colour schemes in that
+    one visit (light as loaded, then dark through Material's palette toggle, as a reader
+    switches; at phone width dark only where the page has a chart or drawing): no console
+    error, no request off the site, no sideways scrolling of the page or (at desktop width) of
+    any code block, no sideways-scrolling region the keyboard cannot reach, readable code,
+    diagrams drawn, charts drawn to fit in each scheme, "predict, then run" prompts that open
+    from the keyboard, and at desktop width no serious or critical axe-core violation, the
+    prompts' answers opened (every rule in light; in dark, the rules that depend on colour,
+    since the document is the same; AXE_WIDTHS says why not at phone width)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+    pages = site.pages[shard::SHARDS]
+    if not pages:
+        pytest.skip(f"FIELDGUIDE_BROWSER_PAGES leaves shard {shard} no page")
     context, off_site = _open_context(browser, site, VIEWPORTS[width], "light")
     # Every page starts in light: the toggle's choice (Material keeps it in localStorage) is
     # forgotten before the page's own scripts read it.
@@ -610,7 +647,7 @@ def test_every_page(browser, site, width):
         page.on("console", lambda msg: msg.type == "error" and errors.append(
             f"console error: {msg.text} (at {msg.location.get('url') or '?'})"))
         page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-        for built in site.pages:
+        for built in pages:
             found = problems.setdefault(built.url, [])
             # "load", not "networkidle": the latter idles 500 ms on every page (a third of the
             # test's time); what loads later is waited for below (diagrams, charts), and a late
@@ -623,7 +660,8 @@ def test_every_page(browser, site, width):
                     page.wait_for_function(DRAWN, arg=built.diagrams, timeout=TIMEOUT_MS)
                 except PlaywrightTimeout:
                     pass  # _check_page says what was drawn
-            page.add_script_tag(url=AXE_URL)
+            if width in AXE_WIDTHS:
+                page.add_script_tag(url=AXE_URL)
             if built.prompts:
                 found += _open_prompts(page)
                 prompts_seen += built.prompts
@@ -631,14 +669,17 @@ def test_every_page(browser, site, width):
             # page: the next frame has it marked (axe ran before it once, on a busy machine).
             if not page.evaluate(NEXT_FRAME, TIMEOUT_MS):
                 found.append(f"no frame drawn within {TIMEOUT_MS} ms")
-            for scheme, axe_rules in SCHEMES.items():
+            # At phone width the dark scheme changes only the drawings: seen where there are some.
+            schemes = (SCHEMES if width in AXE_WIDTHS or built.charts
+                       else {"light": SCHEMES["light"]})
+            for scheme, axe_rules in schemes.items():
                 if scheme != "light":
                     # A pointer click on the first page (Playwright waits until the toggle is
                     # visible, steady and not covered: the header is one template, the same on
                     # every page); on the rest the toggle's click(), a synthetic click without
                     # hit-testing, which changes its radio input as the pointer does (0.13 s a
                     # page faster).
-                    found += _switch_scheme(page, scheme, pointer=built is site.pages[0])
+                    found += _switch_scheme(page, scheme, pointer=built is pages[0])
                 try:  # an <object> loads once it is shown: the dark drawings only now
                     page.wait_for_function(CHARTS_LOADED, timeout=TIMEOUT_MS)
                 except PlaywrightTimeout:
@@ -647,9 +688,10 @@ def test_every_page(browser, site, width):
                 charts_seen[scheme] += len(charts)
                 found += [f"{scheme}: {problem}"
                           for problem in _check_charts(page, charts, width, scheme, svgs)]
-                found += [f"{scheme}: axe {v['impact']} {v['id']} ({v['help']}) x{v['count']}: "
-                          + " | ".join(v["nodes"])
-                          for v in page.evaluate(AXE_RUN, [list(AXE_IMPACTS), axe_rules])]
+                if width in AXE_WIDTHS:
+                    found += [f"{scheme}: axe {v['impact']} {v['id']} ({v['help']}) x{v['count']}: "
+                              + " | ".join(v["nodes"])
+                              for v in page.evaluate(AXE_RUN, [list(AXE_IMPACTS), axe_rules])]
             page.evaluate(OPEN_ALL)
             found += _check_page(built, page.evaluate(PAGE_FACTS), width)
             found += errors
@@ -663,10 +705,13 @@ def test_every_page(browser, site, width):
     if report:
         pytest.fail(f"at {width} width ({VIEWPORTS[width]['width']} px):\n"
                     + "\n".join(report), pytrace=False)
-    if not os.environ.get("FIELDGUIDE_BROWSER_PAGES"):  # the whole site has charts
+    if any(built.charts for built in pages):
         assert all(charts_seen.values()), \
             f"charts found per scheme: {charts_seen}: the test would check nothing"
-        assert prompts_seen, "no prompt found on any page: the test would open none"
+    if not os.environ.get("FIELDGUIDE_BROWSER_PAGES"):  # the whole site has charts and prompts
+        assert any(built.charts for built in site.pages), "no chart found in the built HTML"
+        assert any(built.prompts for built in site.pages), "no prompt found in the built HTML"
+        assert prompts_seen == sum(built.prompts for built in pages)
 
 
 @pytest.mark.browser
