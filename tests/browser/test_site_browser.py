@@ -1004,3 +1004,45 @@ def test_each_journey_reaches_its_answer_within_two_clicks(context, site, proble
         with page.expect_navigation(wait_until="load"):
             page.go_back()
         clicks.pop()
+
+
+# --- What lets axe-core run at one width ----------------------------------------------------------
+
+WIDTH_MEDIA = re.compile(r"@media[^{]*\b(?:min|max)-width[^{]*\{")
+COLOUR_PROPERTY = re.compile(
+    r"(?:^|[;{\s])(color|background(?:-color|-image)?|fill|stroke|opacity|filter"
+    r"|(?:border|outline|text-decoration)(?:-\w+)?-color|--[\w-]*colou?r[\w-]*)\s*:", re.I)
+
+
+def _blocks(css: str, pattern: re.Pattern) -> list[str]:
+    """The bodies of the at-rules `pattern` opens, braces matched."""
+    found = []
+    for match in pattern.finditer(css):
+        depth, at = 1, match.end()
+        while depth and at < len(css):
+            depth += {"{": 1, "}": -1}.get(css[at], 0)
+            at += 1
+        found.append(css[match.end():at - 1])
+    return found
+
+
+def test_no_colour_rule_depends_on_the_width():
+    """AXE_WIDTHS: the site's own stylesheets set no colour inside a width's media query, so
+    the colours axe checks at desktop width are those a phone shows."""
+    sheets = sorted((ROOT / "docs").rglob("*.css"))
+    assert sheets, "no stylesheet under docs/"
+    found = [f"{sheet.relative_to(ROOT)}: {prop.group(1)} in {block.strip()[:80]!r}"
+             for sheet in sheets
+             for block in _blocks(sheet.read_text(encoding="utf-8"), WIDTH_MEDIA)
+             for prop in COLOUR_PROPERTY.finditer(block)]
+    assert not found, ("a colour set for one width only: axe-core checks colours at desktop "
+                       "width alone (AXE_WIDTHS); add the width to it, or set the colour for all "
+                       "widths:\n" + "\n".join(found))
+
+
+def test_the_colour_check_finds_a_colour_set_for_one_width():
+    css = "a { color: red } @media screen and (max-width: 600px) { .x { display: none } " \
+          ".y { background-color: #000 } }"
+    bodies = _blocks(css, WIDTH_MEDIA)
+    assert len(bodies) == 1 and "display: none" in bodies[0]
+    assert [m.group(1) for m in COLOUR_PROPERTY.finditer(bodies[0])] == ["background-color"]
