@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,6 +56,15 @@ def _run(command: list[str], log: Path, env: dict[str, str] | None = None) -> tu
             out.write(line)
             text.append(line)
         return proc.wait(), "".join(text)
+
+
+def filesystem_now(folder: Path) -> float:
+    """Now, as the filesystem stamps a file written in `folder`. The kernel stamps a file's
+    mtime from a coarser clock than time.time(), up to a tick behind it, so a file written just
+    after time.time() can look older than that time (make test once archived one of two files
+    written in the same millisecond, 2026-11-28): compare mtimes with mtimes."""
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".round-start-") as marker:
+        return os.fstat(marker.fileno()).st_mtime
 
 
 def written_since(start: float, folders: tuple[str, ...] = ("timings", "outputs")) -> list[Path]:
@@ -86,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown step(s) {', '.join(unknown)}; known: {', '.join(STEPS)}")
 
-    began, wall = time.perf_counter(), time.time()
+    began, wall = time.perf_counter(), filesystem_now(ROOT)
     log = args.log if args.log.is_absolute() else ROOT / args.log
     log.write_text("", encoding="utf-8")
     python = sys.executable
