@@ -438,7 +438,7 @@ TRACE_NOTES = [
 ]
 TRACE_ROWS = (0.45, 0.92, 1.39, 2.75)   # y of the spans, operators, runtime calls and kernels
 TRACE_LAUNCH = "← cudaLaunchKernel(ExC)"
-TRACE_LAUNCH_RIGHT = "cudaLaunchKernel(ExC) →"
+TRACE_LAUNCH_RIGHT = "cudaLaunchKernel(ExC)\n→"   # two lines: the narrow part has 5 cm for it
 
 
 def _trace_marks(colors) -> list[tuple]:
@@ -527,9 +527,11 @@ def draw_trace(ax, colors):
 
 
 # The narrow trace: the timeline cut in two, each part across the whole width, one under the other
-# (the second in the rows the first names; the kernel cut in two shows where it goes on); the
-# launch calls named where the second part has room, before step 2's launches.
-TRACE_PARTS = ((0.0, 4.4), (4.35, 10.0))
+# (the second in the rows the first names), cut after step 1's two products and the copy, so
+# that no kernel is cut in two (one cut in two read as a third kernel) and the first callout's
+# "forward ends before its last kernel does" is seen whole; the launch calls named where the
+# second part has room, before step 2's launches, on two lines.
+TRACE_PARTS = ((0.0, 6.65), (6.55, 10.0))
 
 
 def draw_trace_narrow(ax, colors):
@@ -538,7 +540,7 @@ def draw_trace_narrow(ax, colors):
     marks = []
     for mark in _trace_marks(colors):
         if mark[0] == "text" and mark[3] == TRACE_LAUNCH:
-            mark = ("text", 8.15, mark[2], TRACE_LAUNCH_RIGHT, "right")
+            mark = ("text", 8.25, mark[2] + 0.1, TRACE_LAUNCH_RIGHT, "right")
         marks.append(mark)
     yscale, dy = 1.8, 0.0
     for x0, x1 in TRACE_PARTS:
@@ -816,8 +818,8 @@ FSDP_ROWS = [
 FSDP_SKIPPED_BY_ROOT = {(0, 3), (1, 0)}   # (row, stage)
 FSDP_HELD = "under each box: the unit's parameters held after it, of N = 4 shards"
 FSDP_NOTES = [
-    "Dashed: skipped for the root, which keeps its full parameters after",
-    "forward (reshard_after_forward=None is False for the root only).",
+    "Dashed: skipped for the root. By default (None) the root keeps its full",
+    "parameters after forward; every other unit reshards.",
     "Prefetch: the next unit's all-gather runs while this unit computes.",
     "The shard stays allocated beside the gathered copy (1/N + N/N).",
     "Then the optimizer updates each rank's shards: no communication.",
@@ -988,7 +990,9 @@ DIAGRAMS: dict[str, Diagram] = {
                 "<code>chrome://tracing</code>, drawn as a schematic (not measured): the rows, "
                 "the flow arrows, and the four things to look for.",
         description=(
-            "A schematic of the trace viewer with two rows. The upper row is the Python thread: "
+            "A schematic of the trace viewer with two rows (on a phone the timeline is cut in "
+            "two, the second part under the first, in the same rows). The upper row is the "
+            "Python thread: "
             "a span named forward contains two aten::mm operator spans, and each of those a "
             "short launch call such as cudaLaunchKernel (cuBLAS often launches through "
             "cudaLaunchKernelExC or cuLaunchKernelEx instead). After forward comes a long span in "
@@ -1043,7 +1047,9 @@ DIAGRAMS: dict[str, Diagram] = {
             "A4. In each of three all-gather steps every rank passes a fully summed chunk on, "
             "and the receiver overwrites its copy, until every rank holds A4, B4, C4 and D4. "
             "Each rank sent six chunks of a quarter of the tensor, one and a half times its "
-            "size: 2(n − 1)/n with n = 4, the factor between algorithm and bus bandwidth.")),
+            "size: 2(n − 1)/n with n = 4, the factor between algorithm and bus bandwidth. On a "
+            "phone each rank's four chunks are drawn two by two, A and B over C and D: still "
+            "four pieces of one tensor, not a matrix.")),
     "fsdp-unit-cycle": Diagram(
         draw=draw_fsdp, height_in=4.1, narrow=draw_fsdp_narrow, narrow_height_in=6.0,
         page="docs/several-gpus/fsdp2.md",
@@ -1053,7 +1059,8 @@ DIAGRAMS: dict[str, Diagram] = {
                 "keeps in GPU memory after each stage: a schematic of FSDP2's default, "
                 "<code>reshard_after_forward=None</code>.",
         description=(
-            "Two rows of four boxes. Forward, for each unit in turn: the unit holds a shard, one "
+            "Two sequences of four boxes, forward then backward (two rows on a wide screen, two "
+            "columns side by side on a phone). Forward, for each unit in turn: the unit holds a shard, one "
             "N-th of its parameters; an all-gather over NCCL assembles the full parameters; the "
             "forward pass runs with them; then the full parameters are freed and the unit is "
             "sharded again. Backward, units in reverse order: an all-gather assembles the full "
