@@ -495,8 +495,9 @@ def _predict_first(cells: list[tuple], parts: dict[str, str] | None = None,
     part of that code (`parts`, question -> line: `<!-- notebook-part: LINE -->` in its body,
     fieldguide/content/prompts.py) goes right above that part, which `split_for_prompts` cuts
     out of its cell; any other prompt goes right above the first code cell after it that runs
-    and shows a result (`shows_a_result`), not above one that only defines a function, and
-    never below a cell whose recorded output would give its answer away. The GPU check, the
+    and shows a result (`shows_a_result`), not above one that only defines a function; the
+    cell right below a prompt carries no recorded output (`unanswered`), which would give its
+    answer away. The GPU check, the
     second cell, keeps its place. A prompt that no such cell follows stays where the page puts
     it. A cut part is ("code", source, {PART_OF: sha256 of its whole block}); other cells keep
     their (kind, source)."""
@@ -700,7 +701,18 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
         "nbformat": 4,
         "nbformat_minor": 5,
     }
-    return outputs.executed(notebook, ran_on(root, page))[0]
+    return unanswered(outputs.executed(notebook, ran_on(root, page))[0])
+
+
+def unanswered(notebook: dict) -> dict:
+    """`notebook` with no recorded output in a code cell right below a prompt: the learner
+    predicts, then runs that cell, and its recorded output would show the answer first."""
+    cells = notebook["cells"]
+    for above, cell in zip(cells, cells[1:], strict=False):
+        if (above["cell_type"] == "markdown" and cell["cell_type"] == "code"
+                and any(_is_prompt(p) for p in "".join(above["source"]).split("\n\n"))):
+            cell["outputs"] = []
+    return notebook
 
 
 def dumps(notebook: dict) -> str:
