@@ -293,9 +293,52 @@ NOTEBOOK_PAGES = [path for path in PROMPTED if prompts.prompts(text(path))
 # (`<!-- notebook-part: LINE -->` in the prompt names where that part begins, and the notebook
 # cuts a long cell there: fieldguide/notebooks/generate.py). Where the notebook prints no answer
 # at all (the number is a benchmark's, on the page), the prompt stays above the code the page
-# shows it with, which prints nothing: each such prompt is listed here, with why. A strict
-# list: an entry no prompt needs fails.
+# shows it with (`<!-- notebook-part: LINE -->` naming that code's first line), which may print
+# nothing, or print something that is not the answer: each such prompt is listed here, with
+# why; prompts all listed here may wait above one cell together, as the page asks them. A
+# strict list: an entry that names no prompt of the notebook fails.
 NOT_PRINTED = {
+    ("case-studies/diffusion.md", "What share of a plain copy's bandwidth"):
+        "the notebook times the 640 × 640 grid only; the 4096 × 4096 step's share is the "
+        "benchmark's",
+    ("case-studies/diffusion.md", "The same step under torch.compile"):
+        "the notebook prints kernel counts and 640 × 640 step times; the 4096 × 4096 speed-up "
+        "is the benchmark's",
+    ("compilers/custom-kernels.md", "On rows of 4096 float32"):
+        "the check cell prints that the kernels match, and no time; the GPU times are the "
+        "benchmark's",
+    ("compilers/torch-compile.md", "How many times longer than the second call"):
+        "the cell below times a function an earlier cell compiled in this process, not a new "
+        "process's first call; the ratio is the benchmark's",
+    ("precision/tensor-cores-and-shapes.md", "A float32 product with TF32"):
+        "the whole script prints each format's error but times none: half the answer; the "
+        "speed-up and the errors are the benchmark's",
+    ("several-gpus/ddp-with-torchrun.md", "The step time on one GPU"):
+        "the timeline cell runs one step on one GPU and prints its kernels per lane, no time; "
+        "the times are the two-GPU benchmark's",
+    ("several-gpus/ddp-with-torchrun.md", "Does each GPU need more memory"):
+        "the timeline cell runs one step on one GPU and measures no memory; the peaks are the "
+        "two-GPU benchmark's",
+    ("several-gpus/fsdp2.md", "FSDP2 keeps half"):
+        "the notebook runs main() as one process, which shards nothing and runs no DDP; the "
+        "peaks are the two-GPU benchmark's",
+    ("several-gpus/pipeline-parallelism.md", "A batch of 16384"):
+        "the whole script, one process in the notebook, times no step; the times are the "
+        "two-GPU benchmark's",
+    ("several-gpus/pipeline-parallelism.md", "With 16 micro-batches"):
+        "the whole script measures no memory; the peaks are the two-GPU benchmark's",
+    ("several-gpus/pipeline-parallelism.md", "With two stages on each GPU"):
+        "the whole script, one process in the notebook, has no pipeline to idle in; the idle "
+        "shares are the two-GPU benchmark's",
+    ("several-gpus/tensor-parallelism.md", "Split over two GPUs"):
+        "the whole script checks the split against one device and times nothing; the times "
+        "are the two-GPU benchmark's",
+    ("several-gpus/tensor-parallelism.md", "Sequence parallelism sends"):
+        "the whole script times nothing, and one process splits no activations; the times "
+        "and peaks are the two-GPU benchmark's",
+    ("several-gpus/ways-to-use-several-gpus.md", "An all-reduce of 1 GiB"):
+        "the notebook's one process has nothing to exchange; the bandwidths are the two-GPU "
+        "benchmark's",
     ("case-studies/training-made-fast.md", "Which branch of the Start here"):
         "the notebook takes no trace of recipe_0; the branch is read from the page's profile",
     ("case-studies/training-made-fast.md", "How many times faster than the first"):
@@ -349,7 +392,8 @@ NOT_PRINTED = {
 }
 # Prompts asked together above one code cell: where one statement (a loop, an `if`, a `try`)
 # prints all their answers, so no part can begin between them, or where the page itself asks
-# them together and the notebook prints neither. Keyed by the first of them; strict as above.
+# them together and the notebook answers neither (explanations, not NOT_PRINTED numbers).
+# Keyed by the first of them; strict: an entry no stack needs fails.
 STACKED = {
     ("foundations/cpu-vs-gpu.md", "One operation on one number"):
         "one print for each device gives the tiny operation's time and the triad's",
@@ -361,19 +405,10 @@ STACKED = {
         "one loop prints the fresh process's reports: its context, and empty_cache()",
     ("precision/fp8.md", "An fp8 product against"):
         "one `if reason: ... else:` prints the error and the speed, or why fp8 is skipped",
-    ("several-gpus/pipeline-parallelism.md", "A batch of 16384"):
-        "the page asks all three above its whole script, one `try` that runs everything",
-    ("several-gpus/tensor-parallelism.md", "Split over two GPUs"):
-        "the page asks both above its whole script, one `try` that runs everything",
     ("start-here/slow-training.md", "On a GPU, which branch"):
         "one loop prints each branch's share of the step, which answers both",
-    ("several-gpus/ddp-with-torchrun.md", "The step time on one GPU"):
-        "the page asks both above the timeline, which the notebook runs on one GPU; the "
-        "answers are the two-GPU benchmark's",
     ("several-gpus/many-machines.md", "A multi-machine job"):
         "explanations the page asks together above the script, which a notebook cannot launch",
-    ("compilers/torch-compile.md", "On 128 MiB, what share"):
-        "the page asks both above the modes cell, and no cell prints either",
     ("start-here/will-it-fit.md", "From pageable memory"):
         "the copies' question ends its section, the collectives' opens the next: no cell runs "
         "between them, nor any estimator",
@@ -387,8 +422,9 @@ def _listed(listing: dict, path: str, question: str) -> tuple | None:
 def notebook_prompt_problems(path: str, used: set | None = None) -> list[str]:
     """What is wrong with where `path`'s notebook asks its prompts (empty: nothing): each
     prompt must sit alone right above a code cell that runs and prints (its part of the code),
-    and the notebook must ask all the page's prompts; `NOT_PRINTED` and `STACKED` excepted.
-    The exceptions that were needed are added to `used`."""
+    and the notebook must ask all the page's prompts. A prompt in `NOT_PRINTED` (its answer
+    printed by no cell) may sit above any code cell, and several such prompts above one cell;
+    `STACKED` lists the other stacks. The exceptions met are added to `used`."""
     from fieldguide.notebooks.generate import PREDICT, printers, shows_a_result
     cells = json.loads((ROOT / notebook_path(path)).read_text(encoding="utf-8"))["cells"]
     sources = [("".join(c["source"]), c["cell_type"]) for c in cells]
@@ -401,6 +437,8 @@ def notebook_prompt_problems(path: str, used: set | None = None) -> list[str]:
                 key = _listed(STACKED, path, waiting[0])
                 if key:
                     used.add(key)
+                elif all(_listed(NOT_PRINTED, path, q) for q in waiting):
+                    pass   # the page asks them together, and no cell answers them
                 else:
                     problems.append(f"cell {n}: {len(waiting)} prompts above it: "
                                     + "; ".join(repr(q[:50]) for q in waiting))
@@ -414,14 +452,14 @@ def notebook_prompt_problems(path: str, used: set | None = None) -> list[str]:
         following = sources[n + 1] if n + 1 < len(sources) else ("", "end")
         if not source.rstrip().endswith(found[-1].rstrip()):
             problems.append(f"cell {n}: prose after the prompt, before the code")
-        if following[1] != "code" or not shows_a_result(following[0], printing):
-            for question in waiting[-len(found):]:
-                key = _listed(NOT_PRINTED, path, question)
-                if key:
-                    used.add(key)
-                else:
-                    problems.append(f"cell {n}: {question[:70]!r} is above a cell that prints "
-                                    "nothing")
+        prints = following[1] == "code" and shows_a_result(following[0], printing)
+        for question in waiting[-len(found):]:
+            key = _listed(NOT_PRINTED, path, question)
+            if key:
+                used.add(key)
+            elif not prints:
+                problems.append(f"cell {n}: {question[:70]!r} is above a cell that prints "
+                                "nothing")
     if len(prompts.prompts(text(path))) != asked:
         problems.append(f"the notebook asks {asked} of {len(prompts.prompts(text(path)))} prompts")
     return problems
@@ -433,13 +471,30 @@ def test_in_every_notebook_each_prompt_sits_alone_above_the_part_that_prints_its
     prompt is right above a code cell that runs and prints, not above one that only defines a
     function, so the reader predicts, then runs; no two prompts wait above one cell (the long
     cell that prints several answers is cut into parts); and the notebook asks all the page's
-    prompts. The exceptions are listed, each with its reason, and each must be needed."""
+    prompts. The exceptions are listed, each with its reason, and each must name a prompt the
+    notebook asks (NOT_PRINTED) or a stack it has (STACKED)."""
     used: set = set()
     problems = notebook_prompt_problems(path, used)
     assert not problems, f"{notebook_path(path)}:\n" + "\n".join(problems)
     for listing, name in ((NOT_PRINTED, "NOT_PRINTED"), (STACKED, "STACKED")):
         stale = [key for key in listing if key[0] == path and key not in used]
         assert not stale, f"{path}: {name} lists {stale}, which the notebook no longer needs"
+
+
+@pytest.mark.parametrize("path", sorted(p.relative_to(ROOT).as_posix()
+                                         for p in (ROOT / "notebooks").rglob("*.ipynb")))
+def test_no_recorded_output_below_a_prompt_gives_its_answer_away(path):
+    """The code cell right below a prompt carries no recorded output: the learner predicts,
+    then runs it (fieldguide.notebooks.generate.unanswered). Its recorded output, shown before
+    it runs, would answer the question before it is asked."""
+    from fieldguide.notebooks.generate import PREDICT
+    cells = json.loads((ROOT / path).read_text(encoding="utf-8"))["cells"]
+    pairs = zip(cells, cells[1:], strict=False)
+    shown = [n + 1 for n, (above, cell) in enumerate(pairs)
+             if above["cell_type"] == "markdown" and cell["cell_type"] == "code"
+             and any(p.startswith(PREDICT) for p in "".join(above["source"]).split("\n\n"))
+             and cell.get("outputs")]
+    assert not shown, f"{path}: the code cells {shown}, right below a prompt, show outputs"
 
 
 def test_the_exceptions_name_notebook_pages():
