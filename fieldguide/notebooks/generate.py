@@ -22,7 +22,9 @@ renders each as a page of its own (with its outputs), and fieldguide/rendering/r
 its links: the notebook page, the .ipynb to download, and Colab.
 
 A "predict, then run" prompt (fieldguide/content/prompts.py) keeps its question, moved down to
-right above the code that prints its answer; where a long cell prints several answers, the
+right above the code that prints its answer, which carries no recorded output (the learner
+runs it to check; a prompt whose answer no cell prints, prompts.NOT_PRINTED, points at the
+page); where a long cell prints several answers, the
 prompts name where their parts begin and the cell is cut there (`split_for_prompts`), each part
 marked with the key of the whole block, whose recorded output the page keeps showing.
 
@@ -275,8 +277,9 @@ class _Converter:
         # A diagram stays on the page too: Jupyter and Colab draw Mermaid unevenly, and the
         # notebook's page on the site (mkdocs-jupyter) would fetch Mermaid from a CDN to draw it.
         self.diagram = f"*A diagram for this part is on the page: [{page_title}]({self.url}).*"
-        # A prompt's answer is the page's measured number: asked here, answered there.
-        self.answer = f"*The answer is on the page: [{page_title}]({self.url}).*"
+        # A prompt's answer is the page's measured number: asked here, answered there
+        # (`checked` where the cell below prints it too).
+        self.answer = f"*{ON_THE_PAGE} [{page_title}]({self.url}).*"
 
     def link(self, match: re.Match) -> str:
         target = match["target"]
@@ -316,6 +319,14 @@ class _Converter:
 
 
 PREDICT = "> **Predict:**"
+# A prompt's line pointing at its answer: on the page, or also printed by the cell below it
+ON_THE_PAGE = "The answer is on the page:"
+CHECK = "Run the next cell to check; the page has the measured answer on its GPU:"
+
+
+def checked(paragraph: str) -> str:
+    """A prompt's paragraph whose answer the cell right below it prints: run it to check."""
+    return paragraph.replace(f"> *{ON_THE_PAGE} ", f"> *{CHECK} ", 1)
 # What a cell can call to show a result (besides a last bare expression, which Jupyter displays).
 SHOWS = {"print", "display", "pprint"}
 
@@ -495,8 +506,9 @@ def _predict_first(cells: list[tuple], parts: dict[str, str] | None = None,
     part of that code (`parts`, question -> line: `<!-- notebook-part: LINE -->` in its body,
     fieldguide/content/prompts.py) goes right above that part, which `split_for_prompts` cuts
     out of its cell; any other prompt goes right above the first code cell after it that runs
-    and shows a result (`shows_a_result`), not above one that only defines a function, and
-    never below a cell whose recorded output would give its answer away. The GPU check, the
+    and shows a result (`shows_a_result`), not above one that only defines a function; the
+    cell right below a prompt carries no recorded output (`unanswered`), which would give its
+    answer away. The GPU check, the
     second cell, keeps its place. A prompt that no such cell follows stays where the page puts
     it. A cut part is ("code", source, {PART_OF: sha256 of its whole block}); other cells keep
     their (kind, source)."""
@@ -522,7 +534,9 @@ def _predict_first(cells: list[tuple], parts: dict[str, str] | None = None,
             shows = shows_a_result(source, printing)
             here = [p for p, target in waiting if target == index or (target is None and shows)]
             if here:
-                out.append(("markdown", "\n\n".join(here)))
+                out.append(("markdown", "\n\n".join(
+                    checked(p) if shows and not prompts.not_printed(page, _question(p)) else p
+                    for p in here)))
                 waiting = [(p, target) for p, target in waiting if p not in here]
         out.append(cell)
     return out
@@ -689,7 +703,8 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
     except ValueError as exc:
         raise PartError(f"docs/{page}: {exc}") from None
     notebook = {
-        "cells": [_cell(cell[0], cell[1], n, cell[2] if len(cell) > 2 else None)
+        "cells": [_cell(cell[0], _once(cell[1], convert.note) if cell[0] == "markdown" else cell[1],
+                        n, cell[2] if len(cell) > 2 else None)
                   for n, cell in enumerate(_predict_first(cells, parts, page))],
         "metadata": {
             "accelerator": "GPU",            # Colab opens it on a GPU runtime
@@ -700,7 +715,29 @@ def build(root: Path, page: str, repo: Repo) -> dict | None:
         "nbformat": 4,
         "nbformat_minor": 5,
     }
-    return outputs.executed(notebook, ran_on(root, page))[0]
+    return unanswered(outputs.executed(notebook, ran_on(root, page))[0])
+
+
+def unanswered(notebook: dict) -> dict:
+    """`notebook` with no recorded output in a code cell right below a prompt: the learner
+    predicts, then runs that cell, and its recorded output would show the answer first."""
+    cells = notebook["cells"]
+    for above, cell in zip(cells, cells[1:], strict=False):
+        if (above["cell_type"] == "markdown" and cell["cell_type"] == "code"
+                and any(_is_prompt(p) for p in "".join(above["source"]).split("\n\n"))):
+            cell["outputs"] = []
+    return notebook
+
+
+def _once(source: str, note: str) -> str:
+    """A markdown cell's text with `note` (the pointer to the page's measured numbers) said once,
+    where it last stood: two parts of one cell, or prose joined when a prompt moved out of it,
+    each had it."""
+    paragraphs = source.split("\n\n")
+    if paragraphs.count(note) < 2:
+        return source
+    last = len(paragraphs) - 1 - paragraphs[::-1].index(note)
+    return "\n\n".join(p for n, p in enumerate(paragraphs) if p != note or n == last)
 
 
 def dumps(notebook: dict) -> str:

@@ -108,6 +108,28 @@ def test_in_a_notebook_a_prompt_moves_down_to_the_cell_that_prints_its_result():
     assert notebooks._predict_first(kept) == kept   # no cell that prints after it: it stays
 
 
+def test_a_prompt_above_the_cell_that_prints_its_answer_says_run_it_to_check():
+    """Where the cell below prints the answer, the notebook says to run it to check; a prompt
+    in NOT_PRINTED keeps pointing at the page, whatever the cell below prints."""
+    from fieldguide.notebooks.generate import CHECK, ON_THE_PAGE, PREDICT, _predict_first
+    page, start = next(iter(prompts.NOT_PRINTED))
+
+    def cells(question):
+        return [("markdown", "# T"), ("code", "check()"),
+                ("markdown", f"{PREDICT} {question}\n>\n> *{ON_THE_PAGE} [T](u).*"),
+                ("code", "print(1)")]
+    assert _predict_first(cells("Q?"), {}, page)[2] == (
+        "markdown", f"{PREDICT} Q?\n>\n> *{CHECK} [T](u).*")
+    listed = cells(f"{start}?")
+    assert _predict_first(listed, {}, page) == listed
+
+
+def test_the_pointer_to_the_measured_numbers_is_said_once_a_cell():
+    from fieldguide.notebooks.generate import _once
+    assert _once("*N.*\n\nThree regimes:\n\n*N.*", "*N.*") == "Three regimes:\n\n*N.*"
+    assert _once("A.\n\n*N.*", "*N.*") == "A.\n\n*N.*"
+
+
 def test_a_cell_shows_a_result_when_it_runs_something_that_prints():
     from fieldguide.notebooks.generate import printers, shows_a_result
     cells = ["def f():\n    print(1)", "def g():\n    f()", "def h():\n    return 2"]
@@ -289,67 +311,13 @@ def test_in_a_notebook_a_prompt_above_the_code_that_answers_it_stays_there():
 
 NOTEBOOK_PAGES = [path for path in PROMPTED if prompts.prompts(text(path))
                   and (ROOT / notebook_path(path)).exists()]
-# The notebook asks a prompt right above the part of the code that prints its answer
-# (`<!-- notebook-part: LINE -->` in the prompt names where that part begins, and the notebook
-# cuts a long cell there: fieldguide/notebooks/generate.py). Where the notebook prints no answer
-# at all (the number is a benchmark's, on the page), the prompt stays above the code the page
-# shows it with, which prints nothing: each such prompt is listed here, with why. A strict
-# list: an entry no prompt needs fails.
-NOT_PRINTED = {
-    ("case-studies/training-made-fast.md", "Which branch of the Start here"):
-        "the notebook takes no trace of recipe_0; the branch is read from the page's profile",
-    ("case-studies/training-made-fast.md", "How many times faster than the first"):
-        "the whole chain prints each recipe's losses, not its step time: the benchmark's",
-    ("compilers/graph-breaks.md", "On 64 MiB, how much longer"):
-        "no cell times either version; the times are the benchmark's",
-    ("compilers/torch-compile.md", "On 128 MiB, what share"):
-        "the modes cell compiles and prints nothing; the timings are the benchmark's",
-    ("compilers/torch-compile.md", "On 256 KiB, does reduce-overhead"):
-        "the modes cell compiles and prints nothing; the timings are the benchmark's",
-    ("compilers/triton-kernels.md", "At 512 MiB"):
-        "kernel_time defines and prints nothing; the timings are the benchmark's",
-    ("compilers/triton-kernels.md", "At 8 MiB"):
-        "the plain launch defines and prints nothing; the timings are the benchmark's",
-    ("data-movement/pinned-memory.md", "pin_memory() of a 256"):
-        "the whole script does not time pin_memory(); the times are the benchmark's",
-    ("data-movement/pinned-memory.md", "A step copies 256 MiB"):
-        "the whole script does not time the overlapped step; the times are the benchmark's",
-    ("execution/cuda-graphs.md", "Is a graph's speed-up"):
-        "the whole script times the chain of 200 only; the chain of 4 is the benchmark's",
-    ("first-steps/cupy-and-numpy.md", "Copying a 2 GB float64 matrix to the GPU"):
-        "no cell copies a 2 GB matrix; the times are the benchmark's",
-    ("first-steps/cupy-and-numpy.md", "Copying a 2 GB float64 matrix from the GPU"):
-        "no cell copies a 2 GB matrix; the times are the benchmark's",
-    ("first-steps/pytorch-on-a-gpu.md", "A 64 MiB tensor"):
-        "no cell times the creation; the times are the benchmark's",
-    ("memory/needing-less-memory.md", "A forward pass with autograd"):
-        "the whole script measures no inference peak; the peaks are the benchmark's",
-    ("precision/channels-last.md", "cudnn.benchmark = True"):
-        "the whole script runs the autotuner nowhere; the times are the benchmark's",
-    ("precision/mixed-precision-training.md", "The same transformer trained"):
-        "the whole script prints each variant's losses, not its step time: the benchmark's",
-    ("precision/mixed-precision-training.md", "What share of the GPU's time"):
-        "the whole script profiles no step; the breakdown is the benchmark's",
-    ("precision/tensor-cores-and-shapes.md", "A bfloat16 product with 896"):
-        "the whole script times no 896-row product; the rates are the benchmark's",
-    ("several-gpus/dataparallel-taken-apart.md", "The same training step on two GPUs"):
-        "the whole script times no step beside DDP's; the times are the two-GPU benchmark's",
-    ("several-gpus/fsdp2.md", "FSDP2 on two GPUs against DDP"):
-        "the notebook runs one process and times no step; the times are the two-GPU benchmark's",
-    ("several-gpus/fsdp2.md", "How long does dcp.async_save"):
-        "the notebook saves no checkpoint; the times are the two-GPU benchmark's",
-    ("several-gpus/model-parallelism.md", "The same model split over two GPUs"):
-        "the whole script draws idle time and times no step; the times are the benchmark's",
-    ("start-here/will-it-fit.md", "An estimate sums"):
-        "its code only defines the estimators; the site draws the comparisons with the runs",
-    ("start-here/will-it-fit.md", "From pageable memory"):
-        "its code only defines the estimators; the site draws the comparisons with the runs",
-    ("start-here/will-it-fit.md", "With the latency of a run's"):
-        "its code only defines the estimators; the site draws the comparisons with the runs",
-}
+# Prompts whose answer no cell of the notebook prints, each with why: the list is
+# fieldguide.content.prompts.NOT_PRINTED, which the notebook reads too.
+NOT_PRINTED = prompts.NOT_PRINTED
 # Prompts asked together above one code cell: where one statement (a loop, an `if`, a `try`)
-# prints all their answers, so no part can begin between them, or where the page itself asks
-# them together and the notebook prints neither. Keyed by the first of them; strict as above.
+# prints all their answers, so no part can begin between them (prompts all in NOT_PRINTED may
+# wait together without an entry here). Keyed by the first of them; strict: an entry no stack
+# needs fails.
 STACKED = {
     ("foundations/cpu-vs-gpu.md", "One operation on one number"):
         "one print for each device gives the tiny operation's time and the triad's",
@@ -361,22 +329,8 @@ STACKED = {
         "one loop prints the fresh process's reports: its context, and empty_cache()",
     ("precision/fp8.md", "An fp8 product against"):
         "one `if reason: ... else:` prints the error and the speed, or why fp8 is skipped",
-    ("several-gpus/pipeline-parallelism.md", "A batch of 16384"):
-        "the page asks all three above its whole script, one `try` that runs everything",
-    ("several-gpus/tensor-parallelism.md", "Split over two GPUs"):
-        "the page asks both above its whole script, one `try` that runs everything",
     ("start-here/slow-training.md", "On a GPU, which branch"):
         "one loop prints each branch's share of the step, which answers both",
-    ("several-gpus/ddp-with-torchrun.md", "The step time on one GPU"):
-        "the page asks both above the timeline, which the notebook runs on one GPU; the "
-        "answers are the two-GPU benchmark's",
-    ("several-gpus/many-machines.md", "A multi-machine job"):
-        "explanations the page asks together above the script, which a notebook cannot launch",
-    ("compilers/torch-compile.md", "On 128 MiB, what share"):
-        "the page asks both above the modes cell, and no cell prints either",
-    ("start-here/will-it-fit.md", "From pageable memory"):
-        "the copies' question ends its section, the collectives' opens the next: no cell runs "
-        "between them, nor any estimator",
 }
 
 
@@ -387,8 +341,9 @@ def _listed(listing: dict, path: str, question: str) -> tuple | None:
 def notebook_prompt_problems(path: str, used: set | None = None) -> list[str]:
     """What is wrong with where `path`'s notebook asks its prompts (empty: nothing): each
     prompt must sit alone right above a code cell that runs and prints (its part of the code),
-    and the notebook must ask all the page's prompts; `NOT_PRINTED` and `STACKED` excepted.
-    The exceptions that were needed are added to `used`."""
+    and the notebook must ask all the page's prompts. A prompt in `NOT_PRINTED` (its answer
+    printed by no cell) may sit above any code cell, and several such prompts above one cell;
+    `STACKED` lists the other stacks. The exceptions met are added to `used`."""
     from fieldguide.notebooks.generate import PREDICT, printers, shows_a_result
     cells = json.loads((ROOT / notebook_path(path)).read_text(encoding="utf-8"))["cells"]
     sources = [("".join(c["source"]), c["cell_type"]) for c in cells]
@@ -401,6 +356,8 @@ def notebook_prompt_problems(path: str, used: set | None = None) -> list[str]:
                 key = _listed(STACKED, path, waiting[0])
                 if key:
                     used.add(key)
+                elif all(_listed(NOT_PRINTED, path, q) for q in waiting):
+                    pass   # the page asks them together, and no cell answers them
                 else:
                     problems.append(f"cell {n}: {len(waiting)} prompts above it: "
                                     + "; ".join(repr(q[:50]) for q in waiting))
@@ -414,14 +371,14 @@ def notebook_prompt_problems(path: str, used: set | None = None) -> list[str]:
         following = sources[n + 1] if n + 1 < len(sources) else ("", "end")
         if not source.rstrip().endswith(found[-1].rstrip()):
             problems.append(f"cell {n}: prose after the prompt, before the code")
-        if following[1] != "code" or not shows_a_result(following[0], printing):
-            for question in waiting[-len(found):]:
-                key = _listed(NOT_PRINTED, path, question)
-                if key:
-                    used.add(key)
-                else:
-                    problems.append(f"cell {n}: {question[:70]!r} is above a cell that prints "
-                                    "nothing")
+        prints = following[1] == "code" and shows_a_result(following[0], printing)
+        for question in waiting[-len(found):]:
+            key = _listed(NOT_PRINTED, path, question)
+            if key:
+                used.add(key)
+            elif not prints:
+                problems.append(f"cell {n}: {question[:70]!r} is above a cell that prints "
+                                "nothing")
     if len(prompts.prompts(text(path))) != asked:
         problems.append(f"the notebook asks {asked} of {len(prompts.prompts(text(path)))} prompts")
     return problems
@@ -433,7 +390,8 @@ def test_in_every_notebook_each_prompt_sits_alone_above_the_part_that_prints_its
     prompt is right above a code cell that runs and prints, not above one that only defines a
     function, so the reader predicts, then runs; no two prompts wait above one cell (the long
     cell that prints several answers is cut into parts); and the notebook asks all the page's
-    prompts. The exceptions are listed, each with its reason, and each must be needed."""
+    prompts. The exceptions are listed, each with its reason, and each must name a prompt the
+    notebook asks (NOT_PRINTED) or a stack it has (STACKED)."""
     used: set = set()
     problems = notebook_prompt_problems(path, used)
     assert not problems, f"{notebook_path(path)}:\n" + "\n".join(problems)
@@ -442,9 +400,28 @@ def test_in_every_notebook_each_prompt_sits_alone_above_the_part_that_prints_its
         assert not stale, f"{path}: {name} lists {stale}, which the notebook no longer needs"
 
 
+@pytest.mark.parametrize("path", sorted(p.relative_to(ROOT).as_posix()
+                                         for p in (ROOT / "notebooks").rglob("*.ipynb")))
+def test_no_recorded_output_below_a_prompt_gives_its_answer_away(path):
+    """The code cell right below a prompt carries no recorded output: the learner predicts,
+    then runs it (fieldguide.notebooks.generate.unanswered). Its recorded output, shown before
+    it runs, would answer the question before it is asked."""
+    from fieldguide.notebooks.generate import PREDICT
+    cells = json.loads((ROOT / path).read_text(encoding="utf-8"))["cells"]
+    pairs = zip(cells, cells[1:], strict=False)
+    shown = [n + 1 for n, (above, cell) in enumerate(pairs)
+             if above["cell_type"] == "markdown" and cell["cell_type"] == "code"
+             and any(p.startswith(PREDICT) for p in "".join(above["source"]).split("\n\n"))
+             and cell.get("outputs")]
+    assert not shown, f"{path}: the code cells {shown}, right below a prompt, show outputs"
+
+
 def test_the_exceptions_name_notebook_pages():
+    """Each entry names a prompt of a page with a notebook: NOT_PRINTED may name a page that
+    is not a teaching page (its notebook still asks the prompt, and reads the list)."""
     for key in [*NOT_PRINTED, *STACKED]:
-        assert key[0] in NOTEBOOK_PAGES, f"{key}: no notebook with prompts"
+        assert key in NOT_PRINTED or key[0] in NOTEBOOK_PAGES, f"{key}: no notebook with prompts"
+        assert (ROOT / notebook_path(key[0])).exists(), f"{key}: no notebook"
         assert any(p.question.startswith(key[1]) for p in prompts.prompts(text(key[0]))), key
 
 

@@ -274,6 +274,23 @@ def test_a_cell_shows_the_outputs_recorded_for_its_code_as_it_is_now(project):
     assert [] in after and after != [c["outputs"] for c in shown["cells"] if c["cell_type"] == "code"]
 
 
+def test_the_cell_below_a_prompt_shows_no_recorded_output():
+    """The learner predicts, then runs the cell below a prompt: its recorded output, shown
+    before it runs, would give the answer away. Other cells keep theirs."""
+    printed = [{"name": "stdout", "output_type": "stream", "text": ["42\n"]}]
+
+    def cell(kind, source):
+        return {"cell_type": kind, "source": [source],
+                **({"outputs": list(printed)} if kind == "code" else {})}
+    notebook = {"cells": [cell("code", "check()"), cell("markdown", "Intro."),
+                          cell("code", "print(1)"),
+                          cell("markdown", f"Prose.\n\n{notebooks.PREDICT} How many?\n>\n> *A.*"),
+                          cell("code", "print(42)"), cell("code", "print(2)")]}
+    shown = notebooks.unanswered(notebook)
+    assert [c.get("outputs") for c in shown["cells"]] == \
+        [printed, None, printed, None, [], printed]
+
+
 def build(project):
     """The site, its page without its numbers (this project has no timing runs)."""
     pytest.importorskip("mkdocs", reason="the site build is not installed here (the docs extra)")
