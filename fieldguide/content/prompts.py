@@ -86,6 +86,12 @@ NOT_PRINTED = {
     ("compilers/torch-compile.md", "How many times longer than the second call"):
         "the cell below times a function an earlier cell compiled in this process, not a new "
         "process's first call; the ratio is the benchmark's",
+    ("memory/needing-less-memory.md", "Activation checkpointing keeps"):
+        "the whole script prints each way's peak but times no step: half the answer; the "
+        "peaks and the step times are the benchmark's",
+    ("precision/activations.md", "Scale, shift and GELU compiled"):
+        "the cell compares eager GELU with compiled GELU, not with eager ReLU; that ratio is "
+        "the benchmark's",
     ("precision/tensor-cores-and-shapes.md", "A float32 product with TF32"):
         "the whole script prints each format's error but times none: half the answer; the "
         "speed-up and the errors are the benchmark's",
