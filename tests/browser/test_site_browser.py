@@ -1,8 +1,7 @@
 """The built site in headless Chromium: pages load cleanly at desktop and phone width, reach
 nothing off the site, show code at a readable size, draw their diagrams, open their prompts from
 the keyboard and pass axe-core in both colour schemes (at desktop width, AXE_WIDTHS); search finds
-pages and API names; copy
-copies code; each reader's journey reaches its answer.
+pages and API names; copy copies code; each reader's journey reaches its answer.
 
 The site is built once per session (`built_site`, tests/conftest.py) and served over HTTP on
 127.0.0.1 (not file://, so the search worker and the clipboard behave as on the real site). Every
