@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:  # run as a file by torchrun, from another folder
 
 RESULTS = ROOT / "benchmarks" / "loop" / "stress.json"
 LAUNCH_TIMEOUT = 120  # seconds: a launch still running then has hung
-MAX_LOAD = 2          # busy processes at most: the machine is shared
+MAX_LOAD = os.cpu_count() or 2  # busy processes at most: one a core (2 on the shared machine)
 MAX_LOAD_S = 900      # a busy process ends by itself after this, whatever happens here
 
 
@@ -230,6 +230,33 @@ CASES = {
     "slurm-cluster": _slurm_cluster,         # the Slurm test's daemons, started and stopped
     "slurm-job": _slurm_job,                 # the page's sbatch job on that cluster
 }
+# The code each case launches: the suite's own launch code, not this file's driver. A recorded
+# launch counts towards its case's total (the contributing guide's table) only while these files
+# are what they were when it ran: `code` in each record holds the files and their key.
+CASE_FILES = {
+    "exercises-fork": ["snippets/several_gpus/several_gpus_exercises.py"],
+    "exercises-spawn": ["snippets/several_gpus/several_gpus_exercises.py"],
+    "torchrun-2": ["tests/helpers.py"],
+    "torchrun-4": ["tests/helpers.py"],
+    "two-nodes": ["tests/pages/test_many_machines.py", "docs/several-gpus/many-machines.md",
+                  "tests/helpers.py"],
+    "pair-cpu": ["benchmarks/two_ranks.py"],
+    "ranks-4-cpu": ["benchmarks/ranks.py", "benchmarks/two_ranks.py"],
+    "slurm-cluster": ["tests/slurm/cluster.py"],
+    "slurm-job": ["tests/slurm/cluster.py", "tests/pages/test_many_machines.py",
+                  "docs/several-gpus/many-machines.md", "tests/helpers.py"],
+}
+
+
+def case_code(name: str) -> dict:
+    """What a record keeps of case `name`'s code: its files and their key (the guide's table
+    counts the record while the key is the files' now)."""
+    from fieldguide.rendering.loop_results import code_key
+
+    files = CASE_FILES[name]
+    return {"files": files, "key": code_key(files, lambda path: (ROOT / path).read_bytes())}
+
+
 # Launches of a case per --runs: exercises-fork takes a fraction of a second (the others start
 # Pythons that import torch: seconds), and its race showed in a few launches in a hundred.
 SCALE = {"exercises-fork": 20}
@@ -317,6 +344,62 @@ def stress(cases: list[str], runs: int, log=print, load_until: float | None = No
     return found
 
 
+def merge_streams(parts: list[dict], streams: int) -> dict:
+    """One case's result from its streams' results: launches, failures and causes summed, the
+    first example of each cause, one launch's seconds the median stream's."""
+    if any("skipped" in part for part in parts):
+        return next(part for part in parts if "skipped" in part)
+    merged = {"launches": 0, "failures": 0, "causes": {}, "examples": {}, "streams": streams}
+    for part in parts:
+        merged["launches"] += part["launches"]
+        merged["failures"] += part["failures"]
+        for cause, n in part["causes"].items():
+            merged["causes"][cause] = merged["causes"].get(cause, 0) + n
+        for cause, text in part["examples"].items():
+            merged["examples"].setdefault(cause, text)
+    per_launch = sorted(part["s_per_launch"] for part in parts)
+    merged["s_per_launch"] = per_launch[len(per_launch) // 2]
+    return merged
+
+
+def stress_in_streams(cases: list[str], runs: int, streams: int, log=print,
+                      load_until: float | None = None) -> dict:
+    """As stress(), with each case's launches split over `streams` driver processes, every case's
+    streams running at once: for a machine with many cores (a GPU host's 16 or 32), where one
+    launch at a time would leave most of them idle. Each stream makes ceil(runs / streams)."""
+    per_stream = -(-runs // streams)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    parts: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="fieldguide-streams-") as tmp:
+        children = []
+        for name in cases:
+            for i in range(streams):
+                out, log_file = Path(tmp) / f"{name}-{i}.json", Path(tmp) / f"{name}-{i}.log"
+                with log_file.open("w") as sink:
+                    children.append((name, out, log_file, subprocess.Popen(
+                        [sys.executable, "-m", "tests.stress", "--cases", name, "--runs",
+                         str(per_stream), "--no-record", "--json", str(out)],
+                        cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)))
+        for name, out, log_file, child in children:
+            child.wait()
+            if not out.is_file():  # the driver itself failed: say so, count nothing
+                raise RuntimeError(f"a {name} stream ended without a result (exit status "
+                                   f"{child.returncode}):\n{log_file.read_text()[-3000:]}")
+            parts.setdefault(name, []).append(json.loads(out.read_text())["phases"]["alone"][name])
+    found = {name: merge_streams(case_parts, streams) for name, case_parts in parts.items()}
+    for name, merged in found.items():
+        if "skipped" in merged:
+            log(f"{name}: skipped ({merged['skipped']})")
+            continue
+        if load_until is not None:  # the busy processes outlast the phase, or it failed
+            merged["launches_under_load"] = (merged["launches"] if time.monotonic() < load_until
+                                             else None)
+        log(f"{name}: {merged['launches']} launches in {streams} streams, "
+            f"{merged['failures']} failed {merged['causes'] or ''} "
+            f"({merged['s_per_launch']:.2f} s each in a stream)")
+    return found
+
+
 def record(result: dict, path: Path = RESULTS) -> None:
     """Append one run to the results file (atomically: a crash leaves the old file whole)."""
     document = json.loads(path.read_text()) if path.is_file() else {"runs": []}
@@ -343,10 +426,18 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of: {', '.join(CASES)}")
     parser.add_argument("--load", type=int, default=0,
                         help=f"busy processes beside a second round of launches (at most {MAX_LOAD})")
+    parser.add_argument("--streams", type=int, default=1,
+                        help="drivers per case, all cases' at once (default 1: one launch at a "
+                             "time); for a machine with many cores")
+    parser.add_argument("--load-only", action="store_true",
+                        help="no launches alone: only the round beside --load busy processes "
+                             "(where one device call cannot hold both)")
     parser.add_argument("--note", default="", help="said beside the result in the guide")
     parser.add_argument("--no-record", action="store_true", help=f"do not append to {RESULTS}")
     parser.add_argument("--json", type=Path, help="also write this run's result here")
     args = parser.parse_args(argv)
+    if args.load_only and not args.load:
+        parser.error("--load-only needs --load N")
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(CASES)
     if unknown:
@@ -355,15 +446,28 @@ def main(argv: list[str] | None = None) -> int:
     result = {"date": started.isoformat(timespec="seconds"), "commit": _commit(),
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "load_before": [round(x, 2) for x in os.getloadavg()]},
-              "runs_per_case": args.runs, "note": args.note, "phases": {}}
-    print(f"alone: {args.runs} launches of each of {', '.join(cases)}")
-    result["phases"]["alone"] = stress(cases, args.runs)
+              "runs_per_case": args.runs, "streams": args.streams, "note": args.note,
+              "code": {name: case_code(name) for name in cases}, "phases": {}}
+    with contextlib.suppress(ImportError):
+        import torch
+
+        result["machine"]["torch"] = torch.__version__
+    if args.streams > 1:
+        def phase(load_until=None):
+            return stress_in_streams(cases, args.runs, args.streams, load_until=load_until)
+    else:
+        def phase(load_until=None):
+            return stress(cases, args.runs, load_until=load_until)
+    print(f"alone: {args.runs} launches of each of {', '.join(cases)}"
+          + (f" in {args.streams} streams each" if args.streams > 1 else ""))
+    if not args.load_only:
+        result["phases"]["alone"] = phase()
+        result["machine"]["load_after_alone"] = [round(x, 2) for x in os.getloadavg()]
     if args.load:
         load = min(args.load, MAX_LOAD)
         print(f"beside {load} busy processes: {args.runs} launches of each")
         with busy(load, MAX_LOAD_S):
-            result["phases"][f"load-{load}"] = stress(cases, args.runs,
-                                                      load_until=time.monotonic() + MAX_LOAD_S)
+            result["phases"][f"load-{load}"] = phase(load_until=time.monotonic() + MAX_LOAD_S)
     result["machine"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
     result["seconds"] = round((datetime.datetime.now(datetime.UTC) - started).total_seconds(), 1)
     failures = sum(c.get("failures", 0) for phase in result["phases"].values()

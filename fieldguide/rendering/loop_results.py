@@ -11,6 +11,7 @@ writes it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -83,33 +84,82 @@ def table(results: dict) -> list[str]:
     return lines
 
 
-def stress_table(results: dict) -> list[str]:
-    """Markdown: the newest stress run, one row per case: launches and failures alone and under
-    load, the causes of the failures, the seconds one launch took."""
-    run = results["runs"][-1]
-    phases = list(run["phases"])
-    lines = ["| Case | " + " | ".join(f"{_phase(p)}: failed / launches" for p in phases)
-             + " | Causes | One launch |",
-             "|:--" + "|--:" * len(phases) + "|:--|--:|"]
-    cases = list(dict.fromkeys(c for phase in run["phases"].values() for c in phase))
-    for case in cases:
-        found = [run["phases"][p].get(case, {}) for p in phases]
-        cells = [("skipped" if "skipped" in f else f"{f['failures']} / {f['launches']}")
-                 if f else "—" for f in found]
-        causes = {}
-        for f in found:
-            for cause, n in f.get("causes", {}).items():
-                causes[cause] = causes.get(cause, 0) + n
-        seconds = [f["s_per_launch"] for f in found if "s_per_launch" in f]
-        lines.append(f"| `{case}` | " + " | ".join(cells) + " | "
-                     + ("; ".join(f"{c} ({n})" for c, n in causes.items()) or "none") + " | "
+def code_key(files: list[str], read) -> str:
+    """A short hash of `files` (paths in the repository) and their contents (`read(path)`: bytes).
+    A stress run records each case's files and key (tests/stress.py's CASE_FILES)."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.encode() + b"\0" + read(path) + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def _current(code: dict, root: Path) -> bool:
+    """Whether a run's record of a case's code (files and key) is that code as it is now."""
+    try:
+        return code_key(code["files"], lambda path: (root / path).read_bytes()) == code["key"]
+    except OSError:  # a file the case ran is gone
+        return False
+
+
+def stress_table(results: dict, root: Path = ROOT) -> list[str]:
+    """Markdown: for each case and machine, the launches and failures of the case's current code
+    alone and under load, summed over every run that launched that code (a run records each
+    case's files and their key; a run of code changed since counts no more), the causes of the
+    failures and the seconds one launch took; then the runs counted."""
+    rows: dict[tuple[str, str], dict] = {}
+    counted, stale = [], 0
+    for run in results["runs"]:
+        machine = run["machine"]
+        label = f"{machine['cpus']} CPUs" + (f", torch {machine['torch']}" if "torch" in machine else "")
+        used = False
+        for phase, cases in run["phases"].items():
+            for case, found in cases.items():
+                row = rows.setdefault((case, label), {"alone": [0, 0], "load": [0, 0], "busy": set(),
+                                                      "causes": {}, "seconds": [], "skipped": None})
+                if not _current(run.get("code", {}).get(case, {"files": [], "key": ""}), root):
+                    continue
+                used = True
+                if "skipped" in found:
+                    row["skipped"] = found["skipped"]
+                    continue
+                kind = "alone" if phase == "alone" else "load"
+                if kind == "load":
+                    row["busy"].add(int(phase.removeprefix("load-")))
+                row[kind][0] += found["failures"]
+                row[kind][1] += found["launches"]
+                for cause, n in found["causes"].items():
+                    row["causes"][cause] = row["causes"].get(cause, 0) + n
+                row["seconds"].append(found["s_per_launch"])
+        if used:
+            counted.append(run)
+        else:
+            stale += 1
+    lines = ["| Case | Machine | Alone: failed / launches | Beside busy processes: failed / "
+             "launches | Causes | One launch |", "|:--|:--|--:|--:|:--|--:|"]
+    for (case, label), row in rows.items():
+        if not row["alone"][1] and not row["load"][1]:
+            cells = [row["skipped"] and "skipped" or "no run of this code"] * 2
+        else:
+            busy = "/".join(str(n) for n in sorted(row["busy"]))
+            cells = [f"{row['alone'][0]} / {row['alone'][1]}",
+                     f"{row['load'][0]} / {row['load'][1]}" + (f" ({busy} busy)" if busy else "")]
+        seconds = row["seconds"]
+        lines.append(f"| `{case}` | {label} | " + " | ".join(cells) + " | "
+                     + ("; ".join(f"{c} ({n})" for c, n in row["causes"].items()) or "none") + " | "
                      + (f"{_launch(min(seconds))} – {_launch(max(seconds))} s" if seconds else "—")
                      + " |")
-    load = run["machine"]
-    lines += ["", f"- {run['date'][:16].replace('T', ' ')} UTC, `{run['commit']}`: "
-              f"{load['cpus']} CPUs, Python {load['python']}, load average (1 min) "
-              f"{load['load_before'][0]:.1f} → {load['load_after'][0]:.1f}, "
-              f"{_seconds(run['seconds'])} in all." + (f" {run['note']}" if run.get("note") else "")]
+    lines.append("")
+    for run in counted:
+        machine = run["machine"]
+        streams = run.get("streams", 1)
+        lines.append(f"- {run['date'][:16].replace('T', ' ')} UTC, `{run['commit']}`: "
+                     f"{machine['cpus']} CPUs, Python {machine['python']}, load average (1 min) "
+                     f"{machine['load_before'][0]:.1f} → {machine['load_after'][0]:.1f}, "
+                     f"{_seconds(run['seconds'])} in all"
+                     + (f", {streams} streams of launches a case at once" if streams > 1 else "")
+                     + "." + (f" {run['note']}" if run.get("note") else ""))
+    if stale:
+        lines.append(f"- Not counted: {stale} earlier runs in the file, of code changed since.")
     return lines
 
 

@@ -2,6 +2,7 @@
 the newest measurement of each step, with its target, load and date; nothing typed by hand."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -100,36 +101,68 @@ def test_the_make_test_profile_merges_every_process_that_ran_tests(tmp_path):
     assert profile(tmp_path / "none.json") is None
 
 
-STRESS = {"runs": [{
-    "date": "2026-11-28T16:00:00+00:00", "commit": "cccccccccc", "note": "Busy.", "seconds": 600.0,
-    "machine": {"cpus": 2, "python": "3.11.7", "load_before": [1.0, 1, 1], "load_after": [3.0, 1, 1]},
-    "runs_per_case": 5,
-    "phases": {
-        "alone": {"torchrun-2": {"launches": 5, "failures": 0, "causes": {}, "s_per_launch": 5.2},
-                  "slurm-job": {"skipped": "Slurm is not installed (make slurm)"}},
-        "load-2": {"torchrun-2": {"launches": 5, "failures": 1, "s_per_launch": 8.4,
-                                  "causes": {"connection refused": 1}},
-                   "slurm-job": {"skipped": "Slurm is not installed (make slurm)"}}}}]}
+def _code(root: Path, *files: str) -> dict:
+    return {"files": list(files), "key": loop_results.code_key(list(files),
+                                                              lambda path: (root / path).read_bytes())}
 
 
-def test_the_stress_table_shows_each_cases_failures_alone_and_under_load(tmp_path):
-    lines = loop_results.stress_table(STRESS)
-    assert lines[0] == ("| Case | alone: failed / launches | beside 2 busy processes: failed / "
-                        "launches | Causes | One launch |")
-    assert lines[2] == "| `torchrun-2` | 0 / 5 | 1 / 5 | connection refused (1) | 5.2 – 8.4 s |"
-    assert lines[3] == "| `slurm-job` | skipped | skipped | none | — |"
-    fast = {"runs": [{**STRESS["runs"][0], "phases": {"alone": {"exercises-fork": {
-        "launches": 240, "failures": 0, "causes": {}, "s_per_launch": 0.06}}}}]}
-    assert loop_results.stress_table(fast)[2].endswith("| 0.06 – 0.06 s |")
-    assert lines[-1] == ("- 2026-11-28 16:00 UTC, `cccccccccc`: 2 CPUs, Python 3.11.7, load "
-                         "average (1 min) 1.0 → 3.0, 10.0 min in all. Busy.")
+def _stress_run(root: Path, phases: dict, code: dict, date="2026-11-28T16:00:00+00:00", **machine):
+    return {"date": date, "commit": "cccccccccc", "note": "Busy.", "seconds": 600.0,
+            "machine": {"cpus": 2, "python": "3.11.7", "load_before": [1.0, 1, 1],
+                        "load_after": [3.0, 1, 1], **machine},
+            "runs_per_case": 5, "code": code, "phases": phases}
+
+
+def stress_results(root: Path) -> dict:
+    (root / "launch.py").write_text("launch = 1\n")
+    (root / "slurm.py").write_text("cluster = 1\n")
+    code = {"torchrun-2": _code(root, "launch.py"), "slurm-job": _code(root, "slurm.py")}
+    skipped = {"skipped": "Slurm is not installed (make slurm)"}
+    return {"runs": [
+        _stress_run(root, {
+            "alone": {"torchrun-2": {"launches": 5, "failures": 0, "causes": {}, "s_per_launch": 5.2},
+                      "slurm-job": skipped},
+            "load-2": {"torchrun-2": {"launches": 5, "failures": 1, "s_per_launch": 8.4,
+                                      "causes": {"connection refused": 1}},
+                       "slurm-job": skipped}}, code),
+        _stress_run(root, {"alone": {"torchrun-2": {"launches": 10, "failures": 0, "causes": {},
+                                                    "s_per_launch": 4.0}}},
+                    {"torchrun-2": code["torchrun-2"]}, date="2026-11-29T01:00:00+00:00")]}
+
+
+def test_the_stress_table_sums_each_cases_runs_of_its_current_code(tmp_path):
+    results = stress_results(tmp_path)
+    lines = loop_results.stress_table(results, tmp_path)
+    assert lines[0] == ("| Case | Machine | Alone: failed / launches | Beside busy processes: "
+                        "failed / launches | Causes | One launch |")
+    assert lines[2] == ("| `torchrun-2` | 2 CPUs | 0 / 15 | 1 / 5 (2 busy) | connection refused (1) "
+                        "| 4.0 – 8.4 s |")
+    assert lines[3] == "| `slurm-job` | 2 CPUs | skipped | skipped | none | — |"
+    assert lines[5] == ("- 2026-11-28 16:00 UTC, `cccccccccc`: 2 CPUs, Python 3.11.7, load "
+                        "average (1 min) 1.0 → 3.0, 10.0 min in all. Busy.")
+    # a run on another machine is a row of its own, named by its CPUs and torch
+    results["runs"].append(_stress_run(tmp_path, {"alone": {"torchrun-2": {
+        "launches": 240, "failures": 0, "causes": {}, "s_per_launch": 0.06}}},
+        {"torchrun-2": results["runs"][0]["code"]["torchrun-2"]}, cpus=32, torch="2.11.0"))
+    assert ("| `torchrun-2` | 32 CPUs, torch 2.11.0 | 0 / 240 | 0 / 0 | none | 0.06 – 0.06 s |"
+            in loop_results.stress_table(results, tmp_path))
+    # the launch code changes: its runs count no more, and the table says the case has none
+    (tmp_path / "launch.py").write_text("launch = 2\n")
+    lines = loop_results.stress_table(results, tmp_path)
+    assert lines[2] == ("| `torchrun-2` | 2 CPUs | no run of this code | no run of this code | none "
+                        "| — |")
+    assert lines[-1] == "- Not counted: 2 earlier runs in the file, of code changed since."
+
+
+def test_the_guide_shows_the_stress_table_and_a_bad_file_is_a_page_problem(tmp_path):
     results, stress = tmp_path / "results.json", tmp_path / "stress.json"
     results.write_text(json.dumps(RESULTS))
-    stress.write_text(json.dumps(STRESS))
+    committed = json.loads((ROOT / loop_results.STRESS_RESULTS).read_text(encoding="utf-8"))
+    stress.write_text(json.dumps(committed))
     md = markdown.Markdown(extensions=["tables"])
     md.preprocessors.register(loop_results._LoopResults(md, results, stress), "loop", 33)
     html = md.convert(f"{loop_results.MARKER}\n\n{loop_results.STRESS_MARKER}\n")
-    assert html.count("<table>") == 2 and "connection refused (1)" in html
+    assert html.count("<table>") == 2 and "<code>exercises-fork</code>" in html
     stress.write_text("{not json")
     md.convert(f"{loop_results.STRESS_MARKER}\n")
     assert any("cannot show the stress check's result" in p for p in md.fieldguide_problems)
@@ -138,4 +171,8 @@ def test_the_stress_table_shows_each_cases_failures_alone_and_under_load(tmp_pat
 def test_the_guide_shows_the_committed_stress_check():
     assert loop_results.STRESS_MARKER in (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
     committed = json.loads((ROOT / loop_results.STRESS_RESULTS).read_text(encoding="utf-8"))
-    assert loop_results.stress_table(committed)
+    table = "\n".join(loop_results.stress_table(committed))
+    from tests import stress
+
+    for case in stress.CASES:  # every case has its row, with runs of its code or saying it has none
+        assert f"| `{case}` |" in table, case

@@ -23,6 +23,34 @@ def test_every_way_the_suite_starts_a_group_is_a_case():
                                  "slurm-job"}
 
 
+def test_every_case_names_the_files_it_launches_and_its_record_keys_them():
+    """A record counts towards a case's total only while these files are unchanged (the guide's
+    table): each case names files that exist, and its key changes with any of them."""
+    from fieldguide import ROOT
+    from fieldguide.rendering.loop_results import code_key
+
+    assert set(stress.CASE_FILES) == set(stress.CASES)
+    for name, files in stress.CASE_FILES.items():
+        assert files and all((ROOT / path).is_file() for path in files), name
+        code = stress.case_code(name)
+        assert code["files"] == files
+        changed = code_key(files, lambda path: (ROOT / path).read_bytes() + b"#")
+        assert changed != code["key"]
+
+
+def test_streams_of_one_case_add_up_to_one_result():
+    parts = [{"launches": 50, "failures": 1, "causes": {"hung": 1}, "examples": {"hung": "a"},
+              "s_per_launch": 2.0},
+             {"launches": 50, "failures": 2, "causes": {"hung": 1, "connection refused": 1},
+              "examples": {"hung": "b", "connection refused": "c"}, "s_per_launch": 3.0},
+             {"launches": 50, "failures": 0, "causes": {}, "examples": {}, "s_per_launch": 2.5}]
+    assert stress.merge_streams(parts, 3) == {
+        "launches": 150, "failures": 3, "causes": {"hung": 2, "connection refused": 1},
+        "examples": {"hung": "a", "connection refused": "c"}, "streams": 3, "s_per_launch": 2.5}
+    skipped = {"skipped": "Slurm is not installed (make slurm)"}
+    assert stress.merge_streams([skipped, skipped], 2) == skipped
+
+
 def test_one_run_of_the_exercises_case_launches_it_scale_times_passes_and_is_recorded(
         tmp_path, monkeypatch):
     """At a scale of 2, not the 20 launches per run that `make stress` makes of it: what this
