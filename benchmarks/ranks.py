@@ -30,7 +30,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from benchmarks.two_ranks import ROOT, _address, _free_port, _resolve
+from benchmarks.two_ranks import ROOT, _address, _resolve, _store
 
 GPUS_NEEDED = 2  # a benchmark that needs more marks it: pytest.mark.gpus(4)
 
@@ -52,16 +52,15 @@ def everyones(value) -> list:
     return found
 
 
-def _join(rank: int, world_size: int, port: int, cpu: bool) -> dist.ProcessGroup:
+def _join(rank: int, world_size: int, store: dist.Store, cpu: bool) -> dist.ProcessGroup:
     """Join the work group (NCCL on GPU `rank`, or gloo); return the control group."""
-    address = f"tcp://127.0.0.1:{port}"
     if cpu:
-        dist.init_process_group("gloo", init_method=address, rank=rank,
+        dist.init_process_group("gloo", store=store, rank=rank,
                                 world_size=world_size, timeout=WORK_TIMEOUT)
     else:
         gpu = torch.device("cuda", rank)
         torch.cuda.set_device(gpu)
-        dist.init_process_group("nccl", init_method=address, rank=rank,
+        dist.init_process_group("nccl", store=store, rank=rank,
                                 world_size=world_size, device_id=gpu, timeout=WORK_TIMEOUT)
     return dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
 
@@ -78,14 +77,14 @@ class Ranks:
         if not self.cpu and torch.cuda.device_count() < self.world_size:
             raise RuntimeError(f"{self.world_size}-rank benchmarks need {self.world_size} "
                                f"CUDA devices; this machine has {torch.cuda.device_count()}")
-        port = _free_port()
+        store = _store(0, self.world_size)  # on a port the OS picks, before any follower
         env = {**os.environ,
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         for rank in range(1, self.world_size):
-            command = [sys.executable, "-m", "benchmarks.ranks", str(port), str(rank),
+            command = [sys.executable, "-m", "benchmarks.ranks", str(store.port), str(rank),
                        str(self.world_size), *(["cpu"] if self.cpu else [])]
             self.followers.append(subprocess.Popen(command, cwd=ROOT, env=env))
-        self.control = _join(0, self.world_size, port, self.cpu)
+        self.control = _join(0, self.world_size, store, self.cpu)
         return self
 
     def announce(self, fn, *args, **kwargs) -> None:
@@ -149,7 +148,7 @@ class Worlds:
 
 def follow(port: int, rank: int, world_size: int, cpu: bool) -> int:
     """Ranks 1 .. n - 1: run whatever rank 0 announces, until it says stop (None)."""
-    control = _join(rank, world_size, port, cpu)
+    control = _join(rank, world_size, _store(rank, world_size, port), cpu)
     cache: dict = {}
     while True:
         box = [None]

@@ -25,7 +25,6 @@ import importlib
 import importlib.util
 import inspect
 import os
-import socket
 import subprocess
 import sys
 import traceback
@@ -49,22 +48,24 @@ def device() -> torch.device:
     return torch.device("cuda", dist.get_rank())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _store(rank: int, world_size: int, port: int = 0) -> dist.TCPStore:
+    """Where the ranks meet: rank 0 hosts it on a port the OS picks (port 0) before any
+    follower starts, and gives the followers its port; they connect to it. (A port picked free,
+    let go and then bound could be another program's by then: in a test run beside others,
+    every gloo process and TCPStore binds one.)"""
+    return dist.TCPStore("127.0.0.1", port, world_size, is_master=rank == 0,
+                         timeout=WORK_TIMEOUT, wait_for_workers=False)
 
 
-def _join(rank: int, port: int, cpu: bool) -> dist.ProcessGroup:
+def _join(rank: int, store: dist.Store, cpu: bool) -> dist.ProcessGroup:
     """Join the work group (NCCL on GPU `rank`, or gloo for a CPU pair); return the control group."""
-    address = f"tcp://127.0.0.1:{port}"
     if cpu:
-        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=2,
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=2,
                                 timeout=WORK_TIMEOUT)
     else:
         gpu = torch.device("cuda", rank)
         torch.cuda.set_device(gpu)
-        dist.init_process_group("nccl", init_method=address, rank=rank, world_size=2,
+        dist.init_process_group("nccl", store=store, rank=rank, world_size=2,
                                 device_id=gpu, timeout=WORK_TIMEOUT)
     return dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
 
@@ -136,11 +137,12 @@ class Pair:
     def __enter__(self) -> Pair:
         if not self.cpu and torch.cuda.device_count() < 2:
             raise RuntimeError("two-rank benchmarks need two CUDA devices")
-        port = _free_port()
+        store = _store(0, 2)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        command = [sys.executable, "-m", "benchmarks.two_ranks", str(port), *(["cpu"] if self.cpu else [])]
+        command = [sys.executable, "-m", "benchmarks.two_ranks", str(store.port),
+                   *(["cpu"] if self.cpu else [])]
         self.follower = subprocess.Popen(command, cwd=ROOT, env=env)
-        self.control = _join(0, port, self.cpu)
+        self.control = _join(0, store, self.cpu)
         return self
 
     def announce(self, fn, *args, **kwargs) -> None:
@@ -173,7 +175,7 @@ class Pair:
 
 def follow(port: int, cpu: bool) -> int:
     """Rank 1: run whatever rank 0 announces, until it says stop (None)."""
-    control = _join(1, port, cpu)
+    control = _join(1, _store(1, 2, port), cpu)
     cache: dict = {}
     while True:
         box = [None]
