@@ -159,7 +159,8 @@ def stress_table(results: dict, root: Path = ROOT) -> list[str]:
                      + (f", {streams} streams of launches a case at once" if streams > 1 else "")
                      + "." + (f" {run['note']}" if run.get("note") else ""))
     if stale:
-        lines.append(f"- Not counted: {stale} earlier runs in the file, of code changed since.")
+        lines.append(f"- Not counted: {stale} earlier run{'s' if stale > 1 else ''} in the file, of code "
+                     "changed since.")
     return lines
 
 
