@@ -170,10 +170,6 @@ def _launch(seconds: float) -> str:
     return f"{seconds:.2f}" if seconds < 1 else f"{seconds:.1f}"
 
 
-def _phase(name: str) -> str:
-    return "alone" if name == "alone" else f"beside {name.removeprefix('load-')} busy processes"
-
-
 def _shown(path: Path, render, results: str, what: str, command: str, md) -> list[str]:
     try:
         return render(json.loads(path.read_text(encoding="utf-8")))
