@@ -306,15 +306,20 @@ def busy(processes: int, seconds: float):
 
 # --- The run ---------------------------------------------------------------------------------------
 
-def stress(cases: list[str], runs: int, log=print, load_until: float | None = None) -> dict:
+def stress(cases: list[str], runs: int, log=print, load_until: float | None = None,
+           until: float | None = None) -> dict:
     """`runs` launches of each case, one after the other; what failed, by cause. With
     `load_until` (a time.monotonic() when the busy processes end), how many of each case's
-    launches started while they still ran."""
+    launches started while they still ran. With `until` (a time.monotonic()), no launch starts
+    after it: a case cut short records the launches it made, and says so."""
     found = {}
     for name in cases:
         causes, examples, started, loaded = Counter(), {}, time.monotonic(), 0
-        launches = runs * SCALE.get(name, 1)
-        for i in range(launches):
+        launches, wanted = 0, runs * SCALE.get(name, 1)
+        for i in range(wanted):
+            if until is not None and time.monotonic() >= until:
+                break
+            launches += 1
             loaded += load_until is not None and time.monotonic() < load_until
             with tempfile.TemporaryDirectory(prefix="fieldguide-stress-") as tmp:
                 try:
@@ -329,14 +334,18 @@ def stress(cases: list[str], runs: int, log=print, load_until: float | None = No
                     causes[cause] += 1
                     examples.setdefault(cause, text[-3000:])
                     log(f"  {name} #{i + 1}: FAILED ({cause})")
-            if (i + 1) % 50 == 0 and i + 1 < launches:
+            if (i + 1) % 50 == 0 and i + 1 < wanted:
                 log(f"  {name}: {i + 1} launches, {sum(causes.values())} failed")
         if name in found:  # skipped
+            continue
+        if not launches:
+            log(f"{name}: no launch started before the time was up")
             continue
         seconds = time.monotonic() - started
         found[name] = {"launches": launches, "failures": sum(causes.values()),
                        "causes": dict(causes), "s_per_launch": round(seconds / launches, 2),
                        "examples": examples,
+                       **({"cut_short_of": wanted} if launches < wanted else {}),
                        **({"launches_under_load": loaded} if load_until is not None else {})}
         log(f"{name}: {launches} launches, {found[name]['failures']} failed "
             f"{dict(causes) or ''} ({seconds / launches:.2f} s each)")
@@ -350,6 +359,8 @@ def merge_streams(parts: list[dict], streams: int) -> dict:
     if any("skipped" in part for part in parts):
         return next(part for part in parts if "skipped" in part)
     merged = {"launches": 0, "failures": 0, "causes": {}, "examples": {}, "streams": streams}
+    if any("cut_short_of" in part for part in parts):
+        merged["cut_short_of"] = sum(part.get("cut_short_of", part["launches"]) for part in parts)
     for part in parts:
         merged["launches"] += part["launches"]
         merged["failures"] += part["failures"]
@@ -363,7 +374,7 @@ def merge_streams(parts: list[dict], streams: int) -> dict:
 
 
 def stress_in_streams(cases: list[str], runs: int, streams: int, log=print,
-                      load_until: float | None = None) -> dict:
+                      load_until: float | None = None, seconds: float | None = None) -> dict:
     """As stress(), with each case's launches split over `streams` driver processes, every case's
     streams running at once: for a machine with many cores (a GPU host's 16 or 32), where one
     launch at a time would leave most of them idle. Each stream makes ceil(runs / streams)."""
@@ -378,14 +389,17 @@ def stress_in_streams(cases: list[str], runs: int, streams: int, log=print,
                 with log_file.open("w") as sink:
                     children.append((name, out, log_file, subprocess.Popen(
                         [sys.executable, "-m", "tests.stress", "--cases", name, "--runs",
-                         str(per_stream), "--no-record", "--json", str(out)],
+                         str(per_stream), "--no-record", "--json", str(out),
+                         *(["--max-seconds", str(seconds)] if seconds else [])],
                         cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)))
         for name, out, log_file, child in children:
             child.wait()
             if not out.is_file():  # the driver itself failed: say so, count nothing
                 raise RuntimeError(f"a {name} stream ended without a result (exit status "
                                    f"{child.returncode}):\n{log_file.read_text()[-3000:]}")
-            parts.setdefault(name, []).append(json.loads(out.read_text())["phases"]["alone"][name])
+            part = json.loads(out.read_text())["phases"]["alone"].get(name)
+            if part:  # none: the stream's time was up before its first launch
+                parts.setdefault(name, []).append(part)
     found = {name: merge_streams(case_parts, streams) for name, case_parts in parts.items()}
     for name, merged in found.items():
         if "skipped" in merged:
@@ -429,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=1,
                         help="drivers per case, all cases' at once (default 1: one launch at a "
                              "time); for a machine with many cores")
+    parser.add_argument("--max-seconds", type=float,
+                        help="no launch starts this long after its round began (a device call's "
+                             "limit); a case cut short records the launches it made")
     parser.add_argument("--load-only", action="store_true",
                         help="no launches alone: only the round beside --load busy processes "
                              "(where one device call cannot hold both)")
@@ -452,12 +469,16 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         result["machine"]["torch"] = torch.__version__
+    def until():
+        return time.monotonic() + args.max_seconds if args.max_seconds else None
+
     if args.streams > 1:
         def phase(load_until=None):
-            return stress_in_streams(cases, args.runs, args.streams, load_until=load_until)
+            return stress_in_streams(cases, args.runs, args.streams, load_until=load_until,
+                                     seconds=args.max_seconds)
     else:
         def phase(load_until=None):
-            return stress(cases, args.runs, load_until=load_until)
+            return stress(cases, args.runs, load_until=load_until, until=until())
     print(f"alone: {args.runs} launches of each of {', '.join(cases)}"
           + (f" in {args.streams} streams each" if args.streams > 1 else ""))
     if not args.load_only:

@@ -110,7 +110,7 @@ def stress_table(results: dict, root: Path = ROOT) -> list[str]:
     counted, stale = [], 0
     for run in results["runs"]:
         machine = run["machine"]
-        label = f"{machine['cpus']} CPUs" + (f", torch {machine['torch']}" if "torch" in machine else "")
+        label = f"{machine['cpus']} CPUs, Python {machine['python']}"
         used = False
         for phase, cases in run["phases"].items():
             for case, found in cases.items():
@@ -153,22 +153,21 @@ def stress_table(results: dict, root: Path = ROOT) -> list[str]:
         machine = run["machine"]
         streams = run.get("streams", 1)
         lines.append(f"- {run['date'][:16].replace('T', ' ')} UTC, `{run['commit']}`: "
-                     f"{machine['cpus']} CPUs, Python {machine['python']}, load average (1 min) "
+                     f"{machine['cpus']} CPUs, Python {machine['python']}"
+                     + (f", torch {machine['torch']}" if "torch" in machine else "")
+                     + ", load average (1 min) "
                      f"{machine['load_before'][0]:.1f} → {machine['load_after'][0]:.1f}, "
                      f"{_seconds(run['seconds'])} in all"
                      + (f", {streams} streams of launches a case at once" if streams > 1 else "")
                      + "." + (f" {run['note']}" if run.get("note") else ""))
     if stale:
-        lines.append(f"- Not counted: {stale} earlier runs in the file, of code changed since.")
+        lines.append(f"- Not counted: {stale} earlier run{'s' if stale > 1 else ''} in the file, of code "
+                     "changed since.")
     return lines
 
 
 def _launch(seconds: float) -> str:
     return f"{seconds:.2f}" if seconds < 1 else f"{seconds:.1f}"
-
-
-def _phase(name: str) -> str:
-    return "alone" if name == "alone" else f"beside {name.removeprefix('load-')} busy processes"
 
 
 def _shown(path: Path, render, results: str, what: str, command: str, md) -> list[str]:

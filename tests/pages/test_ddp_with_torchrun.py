@@ -530,13 +530,25 @@ def run_smoke_test(workdir, title, gpus_here):
     launcher = bin_dir / "torchrun"
     launcher.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m torch.distributed.run "$@"\n')
     launcher.chmod(0o755)
-    env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
+    env = {**reader_env(), "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
     return subprocess.run(["bash", "-c", command], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT)
 
 
-def test_the_smoke_test_sums_on_every_rank_and_each_says_so(tmp_path):
+def reader_env() -> dict[str, str]:
+    """This process's environment without PYTHONUNBUFFERED, which the machine that runs `make
+    test` may set (this project's does: inherited by pytest and every process a test starts;
+    pytest-xdist's own `python -u` does not set it). Unbuffered, a print is two writes, the text
+    and then its newline, so two ranks' lines ran into each other once in `make test`
+    (2026-11-29: "... expected 3rank 0 of 2 ..."); the page says so."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
+def test_the_smoke_test_sums_on_every_rank_and_each_says_so(tmp_path, monkeypatch):
     import torch
+
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")  # as the machine running the tests may have it
+    assert "PYTHONUNBUFFERED" not in reader_env()
 
     gpus = torch.cuda.device_count()
     result = run_smoke_test(tmp_path, "the smoke test", gpus)

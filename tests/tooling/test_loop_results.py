@@ -135,22 +135,25 @@ def test_the_stress_table_sums_each_cases_runs_of_its_current_code(tmp_path):
     lines = loop_results.stress_table(results, tmp_path)
     assert lines[0] == ("| Case | Machine | Alone: failed / launches | Beside busy processes: "
                         "failed / launches | Causes | One launch |")
-    assert lines[2] == ("| `torchrun-2` | 2 CPUs | 0 / 15 | 1 / 5 (2 busy) | connection refused (1) "
-                        "| 4.0 – 8.4 s |")
-    assert lines[3] == "| `slurm-job` | 2 CPUs | skipped | skipped | none | — |"
+    assert lines[2] == ("| `torchrun-2` | 2 CPUs, Python 3.11.7 | 0 / 15 | 1 / 5 (2 busy) "
+                        "| connection refused (1) | 4.0 – 8.4 s |")
+    assert lines[3] == "| `slurm-job` | 2 CPUs, Python 3.11.7 | skipped | skipped | none | — |"
     assert lines[5] == ("- 2026-11-28 16:00 UTC, `cccccccccc`: 2 CPUs, Python 3.11.7, load "
                         "average (1 min) 1.0 → 3.0, 10.0 min in all. Busy.")
-    # a run on another machine is a row of its own, named by its CPUs and torch
+    # a run on another machine is a row of its own, named by its CPUs and Python
     results["runs"].append(_stress_run(tmp_path, {"alone": {"torchrun-2": {
         "launches": 240, "failures": 0, "causes": {}, "s_per_launch": 0.06}}},
-        {"torchrun-2": results["runs"][0]["code"]["torchrun-2"]}, cpus=32, torch="2.11.0"))
-    assert ("| `torchrun-2` | 32 CPUs, torch 2.11.0 | 0 / 240 | 0 / 0 | none | 0.06 – 0.06 s |"
-            in loop_results.stress_table(results, tmp_path))
+        {"torchrun-2": results["runs"][0]["code"]["torchrun-2"]}, cpus=32, python="3.12.3",
+        torch="2.11.0"))
+    table = loop_results.stress_table(results, tmp_path)
+    assert "| `torchrun-2` | 32 CPUs, Python 3.12.3 | 0 / 240 | 0 / 0 | none | 0.06 – 0.06 s |" in table
+    assert any(line.startswith("- ") and "32 CPUs, Python 3.12.3, torch 2.11.0, load" in line
+               for line in table)
     # the launch code changes: its runs count no more, and the table says the case has none
     (tmp_path / "launch.py").write_text("launch = 2\n")
     lines = loop_results.stress_table(results, tmp_path)
-    assert lines[2] == ("| `torchrun-2` | 2 CPUs | no run of this code | no run of this code | none "
-                        "| — |")
+    assert lines[2] == ("| `torchrun-2` | 2 CPUs, Python 3.11.7 | no run of this code "
+                        "| no run of this code | none | — |")
     assert lines[-1] == "- Not counted: 2 earlier runs in the file, of code changed since."
 
 

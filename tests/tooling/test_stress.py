@@ -49,6 +49,18 @@ def test_streams_of_one_case_add_up_to_one_result():
         "examples": {"hung": "a", "connection refused": "c"}, "streams": 3, "s_per_launch": 2.5}
     skipped = {"skipped": "Slurm is not installed (make slurm)"}
     assert stress.merge_streams([skipped, skipped], 2) == skipped
+    parts[1]["cut_short_of"] = 60  # a stream whose time was up after 50 of its 60 launches
+    assert stress.merge_streams(parts, 3)["cut_short_of"] == 160
+
+
+def test_no_launch_starts_after_the_time_is_up():
+    import time
+
+    said = []
+    assert stress.stress(["exercises-fork", "torchrun-2"], 5, log=said.append,
+                         until=time.monotonic()) == {}
+    assert said == ["exercises-fork: no launch started before the time was up",
+                    "torchrun-2: no launch started before the time was up"]
 
 
 def test_one_run_of_the_exercises_case_launches_it_scale_times_passes_and_is_recorded(
