@@ -13,6 +13,7 @@ GPUS_NEEDED = 0  # NCCL where every process has a GPU, gloo on CPU processes oth
 import datetime
 import os
 import socket
+import sys
 
 import torch
 import torch.distributed as dist
@@ -37,9 +38,11 @@ def smoke_test():
     dist.all_reduce(value)  # 1 + 2 + ... + world on every rank
     expected = world * (world + 1) / 2
     name = torch.cuda.get_device_name(device) if on_gpus else "CPU"
-    print(f"rank {rank} of {world} on {socket.gethostname()}, {device} ({name}), "
-          f"{backend}: all_reduce gave {value.item():g}, expected {expected:g}",
-          flush=True)
+    # The line and its newline in one write: torchrun starts each process with `python -u`,
+    # where print() writes the text and the newline apart, and two ranks' lines can run together.
+    sys.stdout.write(f"rank {rank} of {world} on {socket.gethostname()}, {device} ({name}), "
+                     f"{backend}: all_reduce gave {value.item():g}, expected {expected:g}\n")
+    sys.stdout.flush()
     dist.barrier()  # leave together: none goes while another still talks to it
     dist.destroy_process_group()
     return value.item() == expected
