@@ -38,10 +38,11 @@ def smoke_test():
     dist.all_reduce(value)  # 1 + 2 + ... + world on every rank
     expected = world * (world + 1) / 2
     name = torch.cuda.get_device_name(device) if on_gpus else "CPU"
-    # The line and its newline in one write: torchrun starts each process with `python -u`,
-    # where print() writes the text and the newline apart, and two ranks' lines can run together.
-    sys.stdout.write(f"rank {rank} of {world} on {socket.gethostname()}, {device} ({name}), "
-                     f"{backend}: all_reduce gave {value.item():g}, expected {expected:g}\n")
+    line = (f"rank {rank} of {world} on {socket.gethostname()}, {device} ({name}), "
+            f"{backend}: all_reduce gave {value.item():g}, expected {expected:g}\n")
+    # One write for the line and its newline: torchrun runs each process with
+    # `python -u`, where print() writes them apart and lines can run into each other.
+    sys.stdout.write(line)
     sys.stdout.flush()
     dist.barrier()  # leave together: none goes while another still talks to it
     dist.destroy_process_group()

@@ -563,8 +563,9 @@ def test_with_nccl_debug_the_smoke_test_prints_what_nccl_found(tmp_path):
 
 
 def test_the_smoke_test_writes_its_line_in_one_write(monkeypatch):
-    """The page: the script writes each line whole, so that under torchrun's `python -u` two
-    ranks' lines cannot run together (print() writes the text and its newline apart there)."""
+    """The page: the script writes each line whole. Under torchrun's `python -u`, print() makes
+    two writes (the text, then its newline); one write of a line under 4 KiB (PIPE_BUF) to the
+    pipe torchrun's ranks share is not split by another rank's."""
     import io
 
     from snippets.several_gpus import ddp_with_torchrun_smoke as smoke
