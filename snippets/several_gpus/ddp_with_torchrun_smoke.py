@@ -13,6 +13,7 @@ GPUS_NEEDED = 0  # NCCL where every process has a GPU, gloo on CPU processes oth
 import datetime
 import os
 import socket
+import sys
 
 import torch
 import torch.distributed as dist
@@ -37,9 +38,12 @@ def smoke_test():
     dist.all_reduce(value)  # 1 + 2 + ... + world on every rank
     expected = world * (world + 1) / 2
     name = torch.cuda.get_device_name(device) if on_gpus else "CPU"
-    print(f"rank {rank} of {world} on {socket.gethostname()}, {device} ({name}), "
-          f"{backend}: all_reduce gave {value.item():g}, expected {expected:g}",
-          flush=True)
+    line = (f"rank {rank} of {world} on {socket.gethostname()}, {device} ({name}), "
+            f"{backend}: all_reduce gave {value.item():g}, expected {expected:g}\n")
+    # One write for the line and its newline: torchrun runs each process with
+    # `python -u`, where print() writes them apart and lines can run into each other.
+    sys.stdout.write(line)
+    sys.stdout.flush()
     dist.barrier()  # leave together: none goes while another still talks to it
     dist.destroy_process_group()
     return value.item() == expected

@@ -530,25 +530,16 @@ def run_smoke_test(workdir, title, gpus_here):
     launcher = bin_dir / "torchrun"
     launcher.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m torch.distributed.run "$@"\n')
     launcher.chmod(0o755)
-    env = {**reader_env(), "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
+    env = {**os.environ, "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
     return subprocess.run(["bash", "-c", command], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT)
 
 
-def reader_env() -> dict[str, str]:
-    """This process's environment without PYTHONUNBUFFERED, which the machine that runs `make
-    test` may set (this project's does: inherited by pytest and every process a test starts;
-    pytest-xdist's own `python -u` does not set it). Unbuffered, a print is two writes, the text
-    and then its newline, so two ranks' lines ran into each other once in `make test`
-    (2026-11-29: "... expected 3rank 0 of 2 ..."); the page says so."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-
-
-def test_the_smoke_test_sums_on_every_rank_and_each_says_so(tmp_path, monkeypatch):
+def test_the_smoke_test_sums_on_every_rank_and_each_says_so(tmp_path):
+    """Each rank's line whole: torchrun runs the script with `python -u`, and with print() two
+    ranks' lines ran into each other in `make test` (2026-11-29, twice: "... expected 3rank 0 of
+    2 ..."); the script writes each line in one write."""
     import torch
-
-    monkeypatch.setenv("PYTHONUNBUFFERED", "1")  # as the machine running the tests may have it
-    assert "PYTHONUNBUFFERED" not in reader_env()
 
     gpus = torch.cuda.device_count()
     result = run_smoke_test(tmp_path, "the smoke test", gpus)
@@ -569,6 +560,31 @@ def test_with_nccl_debug_the_smoke_test_prints_what_nccl_found(tmp_path):
     result = run_smoke_test(tmp_path, "when it fails or hangs", torch.cuda.device_count())
     assert result.returncode == 0, result.stderr[-3000:]
     assert "NCCL INFO" in result.stdout + result.stderr
+
+
+def test_the_smoke_test_writes_its_line_in_one_write(monkeypatch):
+    """The page: the script writes each line whole. Under torchrun's `python -u`, print() makes
+    two writes (the text, then its newline); one write of a line under 4 KiB (PIPE_BUF) to the
+    pipe torchrun's ranks share is not split by another rank's."""
+    import io
+
+    from snippets.several_gpus import ddp_with_torchrun_smoke as smoke
+
+    class Writes(io.StringIO):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def write(self, text):
+            self.calls.append(text)
+            return super().write(text)
+
+    out = Writes()
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setattr(sys, "stdout", out)
+    assert smoke.smoke_test() is True
+    assert len(out.calls) == 1 and out.calls[0].startswith("rank 0 of 1 ") \
+        and out.calls[0].endswith("expected 1\n"), out.calls
 
 
 def test_the_smoke_test_fails_when_the_sum_is_wrong(monkeypatch):
