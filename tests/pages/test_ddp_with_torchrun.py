@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import within_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "snippets/several_gpus/ddp_with_torchrun.py"
@@ -260,6 +259,10 @@ CLAIMS = {
     "all_reduce_growth_max": 1.2,  # the all-reduce at one batch size over the other, at most
     # a 64 MiB bucket's all-reduce (its shorter kernel) / the standalone 64 MiB one, at most
     "bucket_over_standalone_max": 1.2,
+    # the budget's step inside no_sync() / the one-GPU step of the same run, at most. 2 H200s,
+    # the runs at the rank harness where rank 0 hosts the store (212bda8, ec8455f, e699e0d):
+    # 1.063, 1.025, 1.094
+    "no_sync_over_one_gpu_max": 1.15,
 }
 STANDALONE_64MIB = "ways_to_use_several_gpus.all_reduce[64MiB]"
 STEPS = [f"ddp_with_torchrun.step[{g}-{b}]" for g in ("1gpu", "2gpus") for b in (4096, 16384)]
@@ -364,16 +367,14 @@ def test_the_profiled_step_carries_gaps_the_timed_step_has_no_room_for(measured)
 
 BUDGET = {case: f"ddp_with_torchrun.budget[{case}]"
           for case in ("no-sync", "noop-hook", "ddp", "static-graph", "find-unused")}
-ABOUT_AS_LONG = 0.03  # "about as long as on one GPU": within 3 % of the one-GPU step
-UNCHANGED = 0.01  # static_graph "left the step unchanged": within 1 % of plain DDP
 
 
-def test_budget_inside_no_sync_takes_about_as_long_as_one_gpu(measured):
+def test_budget_inside_no_sync_takes_little_longer_than_one_gpu(measured):
+    """Against the one-GPU step of the same run (the same machine and lease)."""
     one = "ddp_with_torchrun.step[1gpu-4096]"
-    per_run = [run.value(one) for run in measured(one)]
-    for run in measured(*BUDGET.values()):
-        no_sync = run.value(BUDGET["no-sync"])
-        assert within_runs(no_sync, per_run, ABOUT_AS_LONG), (str(run), no_sync, per_run)
+    for run in measured(one, BUDGET["no-sync"]):
+        ratio = run.value(BUDGET["no-sync"]) / run.value(one)
+        assert 1 < ratio <= CLAIMS["no_sync_over_one_gpu_max"], (str(run), ratio)
 
 
 def test_budget_hooks_and_communication_each_add_time_in_every_run(measured):
@@ -385,7 +386,11 @@ def test_budget_hooks_and_communication_each_add_time_in_every_run(measured):
 def test_budget_static_graph_is_unchanged_and_find_unused_is_longer(measured):
     for run in measured(*BUDGET.values()):
         ddp = run.value(BUDGET["ddp"])
-        assert abs(run.value(BUDGET["static-graph"]) / ddp - 1) < UNCHANGED, str(run)
+        # "unchanged, within the runs' spread": the two medians differ by less than the
+        # wider of the two interquartile ranges
+        static, plain = run.record(BUDGET["static-graph"]), run.record(BUDGET["ddp"])
+        difference = abs(run.value(BUDGET["static-graph"]) - ddp)
+        assert difference < max(static.stats["iqr"], plain.stats["iqr"]), str(run)
         assert run.value(BUDGET["find-unused"]) > ddp, str(run)
 
 

@@ -25,7 +25,8 @@ CLAIMS = {
     "shard_share_max": 0.51,  # what one of two ranks keeps, as a share of a whole copy
     "peak_saving_min": 1.5,  # DDP's peak memory per GPU over FSDP2's, at least
     "host_share_of_step_min": 0.7,  # the host's time to issue a step / the step's median
-    "kernel_share_of_span_max": 0.5,  # kernel time / the profiled step's span, later rank
+    # (a rank's compute + NCCL's own time) / that rank's profiled span, at most
+    "kernel_share_of_span_max": 0.5,
 }
 
 
@@ -180,10 +181,24 @@ def test_fsdp2_peaks_well_below_ddp_on_each_gpu(measured, ddp):
             assert saving >= CLAIMS["peak_saving_min"], (str(run), gpu, saving)
 
 
-def _kernels_ms(timeline):
-    """(compute, NCCL) kernel time of one rank's profiled FSDP2 step, in ms."""
-    nccl = sum(e["duration"] for e in timeline if "nccl" in e["name"].lower())
-    return (sum(e["duration"] for e in timeline) - nccl) * 1e3, nccl * 1e3
+def _nccl(timeline):
+    return [e for e in timeline if "nccl" in e["name"].lower()]
+
+
+def _compute_ms(timeline):
+    """The compute kernels' time of one rank's profiled FSDP2 step, in ms."""
+    return (sum(e["duration"] for e in timeline)
+            - sum(e["duration"] for e in _nccl(timeline))) * 1e3
+
+
+def _nccl_own_ms(timelines):
+    """NCCL's own time in the profiled step: collective by collective, the shorter of the two
+    ranks' kernels. A collective ends on both GPUs at about the same moment, so the longer
+    kernel is the one launched first, spinning until the other rank arrived; which rank
+    arrives first can change from one collective to the next."""
+    first, second = (_nccl(t) for t in timelines)
+    assert [e["name"] for e in first] == [e["name"] for e in second], "unpaired collectives"
+    return sum(min(a["duration"], b["duration"]) for a, b in zip(first, second)) * 1e3
 
 
 def _span_ms(timeline):
@@ -191,31 +206,37 @@ def _span_ms(timeline):
             - min(e["start"] for e in timeline)) * 1e3
 
 
+def _timelines(run):
+    extra = run.record(FSDP).extra
+    return extra["timeline"], extra["timeline_rank1"]
+
+
 def test_the_fsdp2_step_is_host_bound(measured):
-    """The host takes about the whole step to issue it; in the profiled step, the kernels of
-    the rank that waited less for the other (whose NCCL kernels are NCCL's own time) fill
-    well under half of it, NCCL's less than the compute's."""
+    """The host takes about the whole step to issue it; in the profiled step NCCL's own time
+    is less than either rank's compute, and the two fill well under half of each rank's span."""
     for run in measured(FSDP):
         step_ms = run.value(FSDP) * 1e3
         host = run.value(FSDP, "host_ms")
         assert host >= CLAIMS["host_share_of_step_min"] * step_ms, (str(run), host, step_ms)
-        extra = run.record(FSDP).extra
-        timelines = (extra["timeline"], extra["timeline_rank1"])
-        later = min(timelines, key=lambda t: _kernels_ms(t)[1])  # the less NCCL time
-        compute, nccl = _kernels_ms(later)
-        assert nccl < compute, (str(run), nccl, compute)
-        assert compute + nccl < CLAIMS["kernel_share_of_span_max"] * _span_ms(later), str(run)
+        timelines = _timelines(run)
+        own = _nccl_own_ms(timelines)
+        for timeline in timelines:
+            compute = _compute_ms(timeline)
+            assert own < compute, (str(run), own, compute)
+            share = (compute + own) / _span_ms(timeline)
+            assert share < CLAIMS["kernel_share_of_span_max"], (str(run), share)
         # on GPU 0 as recorded (what the page quotes), compute fills under half the span
         assert run.value(FSDP, "compute_ms") < 0.5 * run.value(FSDP, "span_ms"), str(run)
 
 
-def test_the_rank_that_arrives_first_spins_in_its_nccl_kernels(measured):
-    """Skew between the ranks shows as longer NCCL kernels on one rank, not as gaps: in every
-    run one rank's NCCL kernels ran well over the other's."""
+def test_a_rank_that_arrives_first_spins_in_its_nccl_kernels(measured):
+    """Skew between the ranks shows as longer NCCL kernels, not only as gaps: in every run one
+    rank's NCCL kernels ran over twice NCCL's own time."""
     for run in measured(FSDP):
-        extra = run.record(FSDP).extra
-        nccl = sorted(_kernels_ms(t)[1] for t in (extra["timeline"], extra["timeline_rank1"]))
-        assert nccl[1] > 2 * nccl[0], (str(run), nccl)
+        timelines = _timelines(run)
+        own = _nccl_own_ms(timelines)
+        longest = max(sum(e["duration"] for e in _nccl(t)) * 1e3 for t in timelines)
+        assert longest > 2 * own, (str(run), longest, own)
 
 
 def test_fsdp2_runs_about_the_compute_kernels_of_ddp(measured):
@@ -283,36 +304,60 @@ def _memory_copy_gib(run):
     return run.value(MEMORY_CASES[1], "parameters") * 4 / 2**30
 
 
-def test_the_bucket_views_phases_are_the_same_in_every_run(measured):
+def _phases(run, case, gpu):
+    return {phase: run.value(case, f"{phase}_gpu{gpu}_gib") for phase in PHASES}
+
+
+def _gpus(case):
+    return (0,) if case == MEMORY_CASES[0] else (0, 1)
+
+
+def test_what_each_phase_adds_is_the_same_in_every_run_gpu_and_case(measured):
+    """The forward and the backward pass peak the same amount above the step's start, on one
+    GPU and under both DDPs; the optimizer's step peaks one gradient copy above what the
+    backward pass left."""
     runs = measured(*MEMORY_CASES)
-    for phase in PHASES:
-        for gpu in (0, 1):
-            values = [run.value(MEMORY_CASES[2], f"{phase}_gpu{gpu}_gib") for run in runs]
-            assert max(values) - min(values) < PEAK_TOLERANCE_GIB, (phase, gpu, values)
+    added = {"forward": [], "backward": [], "optimizer": []}
+    for run in runs:
+        copy = _memory_copy_gib(run)
+        for case in MEMORY_CASES:
+            for gpu in _gpus(case):
+                found = _phases(run, case, gpu)
+                added["forward"].append(found["peak_forward"] - found["held_at_start"])
+                added["backward"].append(found["peak_backward"] - found["held_at_start"])
+                added["optimizer"].append(
+                    found["peak_optimizer"] - found["held_after_backward"] - copy)
+    for phase, values in added.items():
+        assert max(values) - min(values) < PEAK_TOLERANCE_GIB, (phase, values)
+    assert abs(added["optimizer"][0]) < PEAK_TOLERANCE_GIB, added["optimizer"]
 
 
-def test_plain_ddps_phases_differ_between_runs_by_one_gradient_copy(measured):
+def test_what_is_held_at_the_start_differs_by_a_gradient_copy_even_on_one_gpu(measured):
+    """Between runs, and between the GPUs of one run: one GPU alone and plain DDP each held
+    one copy more in some runs than in others."""
     runs = measured(*MEMORY_CASES)
-    for phase in PHASES:
-        values = [run.value(MEMORY_CASES[1], f"{phase}_gpu0_gib") for run in runs]
-        spread = max(values) - min(values)
-        assert abs(spread - _memory_copy_gib(runs[0])) < PEAK_TOLERANCE_GIB, (phase, values)
+    for case in MEMORY_CASES[:2]:
+        held = [run.value(case, f"held_at_start_gpu{gpu}_gib")
+                for run in runs for gpu in _gpus(case)]
+        spread = max(held) - min(held)
+        assert abs(spread - _memory_copy_gib(runs[0])) < PEAK_TOLERANCE_GIB, (case, held)
 
 
-def test_the_backward_pass_leaves_a_gradient_copy_beside_the_buckets_without_the_view(
-        measured):
-    """Plain DDP holds the gradients beside the buckets after the backward pass; with the
-    view the gradients are the buckets, and nothing more is held than at the start."""
+def test_on_some_gpus_a_gradient_copy_was_freed_during_the_step(measured):
+    """What makes the held memory unfit to compare the two DDPs: on some GPU of some run,
+    the bucket view held a copy less after the backward pass than at the step's start, or
+    plain DDP no more (where it adds the gradients beside the buckets)."""
+    runs = measured(*MEMORY_CASES)
     plain, view = MEMORY_CASES[1:]
-    for run in measured(*MEMORY_CASES):
+    freed = []
+    for run in runs:
+        copy = _memory_copy_gib(run)
         for gpu in (0, 1):
             grown = {ddp: run.value(ddp, f"held_after_backward_gpu{gpu}_gib")
                      - run.value(ddp, f"held_at_start_gpu{gpu}_gib") for ddp in (plain, view)}
-            assert abs(grown[plain] - _memory_copy_gib(run)) < PEAK_TOLERANCE_GIB, (str(run), grown)
-            assert abs(grown[view]) < PEAK_TOLERANCE_GIB, (str(run), grown)
-            field = f"held_after_backward_gpu{gpu}_gib"
-            assert run.value(view, field) <= run.value(plain, field) + PEAK_TOLERANCE_GIB, \
-                str(run)
+            freed.append(abs(grown[view] + copy) < PEAK_TOLERANCE_GIB
+                         or abs(grown[plain]) < PEAK_TOLERANCE_GIB)
+    assert any(freed), freed
 
 
 BLOCKING, ASYNC = "fsdp2.checkpoint[blocking]", "fsdp2.checkpoint[async]"

@@ -337,16 +337,29 @@ def test_gpipe_at_16_micro_batches_is_slower_than_one_gpu(measured):
 
 
 @pytest.mark.parametrize("schedule", ["interleaved1f1b", "interleavedzb", "zbv"])
-def test_two_stages_per_gpu_shorten_fill_and_drain_but_lose_to_1f1b(measured, schedule):
+def test_two_stages_per_gpu_wait_more_and_lose_to_1f1b(measured, schedule):
     """8 micro-batches of 2048: against 1F1B with one stage per GPU, each schedule with two has
-    less fill and drain, more waits, more idle, more compute inflation, and a longer step."""
+    more waits, more idle, more compute inflation, and a longer step."""
     one, two = step("1f1b", 2, 16384, 8), step(schedule, 2, 16384, 8)
     for run in measured(one, two):
         more = {f: run.value(two, f) > run.value(one, f)
-                for f in ("fill_drain_share", "waits_share", "idle_share", "compute_inflation")}
-        assert more == {"fill_drain_share": False, "waits_share": True, "idle_share": True,
-                        "compute_inflation": True}, (str(run), more)
+                for f in ("waits_share", "idle_share", "compute_inflation")}
+        assert all(more.values()), (str(run), more)
         assert run.value(two) > run.value(one), str(run)
+
+
+@pytest.mark.parametrize("schedule", ["interleaved1f1b", "interleavedzb"])
+def test_the_interleaved_schedules_shorten_fill_and_drain(measured, schedule):
+    one, two = step("1f1b", 2, 16384, 8), step(schedule, 2, 16384, 8)
+    for run in measured(one, two):
+        assert run.value(two, "fill_drain_share") < run.value(one, "fill_drain_share"), str(run)
+
+
+def test_the_vs_fill_and_drain_is_above_1f1bs_in_some_runs_below_in_others(measured):
+    one, v = step("1f1b", 2, 16384, 8), step("zbv", 2, 16384, 8)
+    above = {run.value(v, "fill_drain_share") > run.value(one, "fill_drain_share")
+             for run in measured(one, v)}
+    assert above == {True, False}, above
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
