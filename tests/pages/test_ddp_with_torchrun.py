@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "snippets/several_gpus/ddp_with_torchrun.py"
 TIMEOUT = 240  # seconds for one torchrun launch; a hang fails the test instead of CI

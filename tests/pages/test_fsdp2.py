@@ -198,7 +198,7 @@ def _nccl_own_ms(timelines):
     arrives first can change from one collective to the next."""
     first, second = (_nccl(t) for t in timelines)
     assert [e["name"] for e in first] == [e["name"] for e in second], "unpaired collectives"
-    return sum(min(a["duration"], b["duration"]) for a, b in zip(first, second)) * 1e3
+    return sum(min(a["duration"], b["duration"]) for a, b in zip(first, second, strict=True)) * 1e3
 
 
 def _span_ms(timeline):
