@@ -262,6 +262,9 @@ CLAIMS = {
     # the runs at the rank harness where rank 0 hosts the store (212bda8, ec8455f, e699e0d):
     # 1.063, 1.025, 1.094
     "no_sync_over_one_gpu_max": 1.15,
+    # the budget's step with static_graph=True / plain DDP's, the same runs: 1.032, 1.004, 1.017
+    "static_over_plain_min": 0.99,
+    "static_over_plain_max": 1.05,
 }
 STANDALONE_64MIB = "ways_to_use_several_gpus.all_reduce[64MiB]"
 STEPS = [f"ddp_with_torchrun.step[{g}-{b}]" for g in ("1gpu", "2gpus") for b in (4096, 16384)]
@@ -382,14 +385,12 @@ def test_budget_hooks_and_communication_each_add_time_in_every_run(measured):
         assert steps == sorted(steps) and len(set(steps)) == 3, (str(run), steps)
 
 
-def test_budget_static_graph_is_unchanged_and_find_unused_is_longer(measured):
+def test_budget_static_graph_does_not_speed_ddp_up_and_find_unused_is_longer(measured):
     for run in measured(*BUDGET.values()):
         ddp = run.value(BUDGET["ddp"])
-        # "unchanged, within the runs' spread": the two medians differ by less than the
-        # wider of the two interquartile ranges
-        static, plain = run.record(BUDGET["static-graph"]), run.record(BUDGET["ddp"])
-        difference = abs(run.value(BUDGET["static-graph"]) - ddp)
-        assert difference < max(static.stats["iqr"], plain.stats["iqr"]), str(run)
+        ratio = run.value(BUDGET["static-graph"]) / ddp
+        assert CLAIMS["static_over_plain_min"] <= ratio <= CLAIMS["static_over_plain_max"], \
+            (str(run), ratio)
         assert run.value(BUDGET["find-unused"]) > ddp, str(run)
 
 

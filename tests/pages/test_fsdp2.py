@@ -27,6 +27,9 @@ CLAIMS = {
     "host_share_of_step_min": 0.7,  # the host's time to issue a step / the step's median
     # (a rank's compute + NCCL's own time) / that rank's profiled span, at most
     "kernel_share_of_span_max": 0.5,
+    # the longer-running rank's NCCL kernels / NCCL's own time, at least (2 H200s, the runs at
+    # the rank harness where rank 0 hosts the store: 7.2, 9.2, 6.9)
+    "spin_over_own_min": 5,
 }
 
 
@@ -231,12 +234,12 @@ def test_the_fsdp2_step_is_host_bound(measured):
 
 def test_a_rank_that_arrives_first_spins_in_its_nccl_kernels(measured):
     """Skew between the ranks shows as longer NCCL kernels, not only as gaps: in every run one
-    rank's NCCL kernels ran over twice NCCL's own time."""
+    rank's NCCL kernels ran several times NCCL's own time."""
     for run in measured(FSDP):
         timelines = _timelines(run)
         own = _nccl_own_ms(timelines)
         longest = max(sum(e["duration"] for e in _nccl(t)) * 1e3 for t in timelines)
-        assert longest > 2 * own, (str(run), longest, own)
+        assert longest > CLAIMS["spin_over_own_min"] * own, (str(run), longest, own)
 
 
 def test_fsdp2_runs_about_the_compute_kernels_of_ddp(measured):
@@ -332,32 +335,39 @@ def test_what_each_phase_adds_is_the_same_in_every_run_gpu_and_case(measured):
     assert abs(added["optimizer"][0]) < PEAK_TOLERANCE_GIB, added["optimizer"]
 
 
-def test_what_is_held_at_the_start_differs_by_a_gradient_copy_even_on_one_gpu(measured):
+def test_what_is_held_at_the_start_differs_by_a_copy_except_under_the_bucket_view(measured):
     """Between runs, and between the GPUs of one run: one GPU alone and plain DDP each held
-    one copy more in some runs than in others."""
+    one copy more in some runs than in others; the bucket view the same at every start."""
     runs = measured(*MEMORY_CASES)
-    for case in MEMORY_CASES[:2]:
+    for case in MEMORY_CASES:
         held = [run.value(case, f"held_at_start_gpu{gpu}_gib")
                 for run in runs for gpu in _gpus(case)]
         spread = max(held) - min(held)
-        assert abs(spread - _memory_copy_gib(runs[0])) < PEAK_TOLERANCE_GIB, (case, held)
+        expected = 0 if case == MEMORY_CASES[2] else _memory_copy_gib(runs[0])
+        assert abs(spread - expected) < PEAK_TOLERANCE_GIB, (case, held)
 
 
-def test_on_some_gpus_a_gradient_copy_was_freed_during_the_step(measured):
-    """What makes the held memory unfit to compare the two DDPs: on some GPU of some run,
-    the bucket view held a copy less after the backward pass than at the step's start, or
-    plain DDP no more (where it adds the gradients beside the buckets)."""
-    runs = measured(*MEMORY_CASES)
+def test_over_the_backward_pass_each_ddp_grows_by_one_of_two_values_a_copy_apart(measured):
+    """Plain DDP by one copy (the gradients beside the buckets) or by nothing, the bucket view
+    by nothing or by minus one copy: memory of a copy's size freed during the step, or not."""
     plain, view = MEMORY_CASES[1:]
-    freed = []
-    for run in runs:
+    for run in measured(*MEMORY_CASES):
         copy = _memory_copy_gib(run)
+        for ddp, allowed in ((plain, (copy, 0.0)), (view, (0.0, -copy))):
+            for gpu in (0, 1):
+                grown = (run.value(ddp, f"held_after_backward_gpu{gpu}_gib")
+                         - run.value(ddp, f"held_at_start_gpu{gpu}_gib"))
+                assert min(abs(grown - a) for a in allowed) < PEAK_TOLERANCE_GIB, \
+                    (str(run), ddp, gpu, grown)
+
+
+def test_after_the_backward_pass_the_bucket_view_never_holds_more_than_plain_ddp(measured):
+    plain, view = MEMORY_CASES[1:]
+    for run in measured(*MEMORY_CASES):
         for gpu in (0, 1):
-            grown = {ddp: run.value(ddp, f"held_after_backward_gpu{gpu}_gib")
-                     - run.value(ddp, f"held_at_start_gpu{gpu}_gib") for ddp in (plain, view)}
-            freed.append(abs(grown[view] + copy) < PEAK_TOLERANCE_GIB
-                         or abs(grown[plain]) < PEAK_TOLERANCE_GIB)
-    assert any(freed), freed
+            field = f"held_after_backward_gpu{gpu}_gib"
+            assert run.value(view, field) <= run.value(plain, field) + PEAK_TOLERANCE_GIB, \
+                (str(run), gpu)
 
 
 BLOCKING, ASYNC = "fsdp2.checkpoint[blocking]", "fsdp2.checkpoint[async]"

@@ -96,9 +96,9 @@ def test_copy_between_gpus_arrives_and_is_timed():
 # --- The page's claims against every recorded run (timings/; runs in CI) -------------------------
 
 CLAIMS = {
-    # 1 KiB from a CUDA graph / the fastest run from Python, at least. 2 H200s, the runs at the
-    # rank harness where rank 0 hosts the store (212bda8, ec8455f, e699e0d): 0.64, 0.61, 0.54
-    "graph_share_of_fastest_python_min": 0.5,
+    # 1 KiB from a CUDA graph / from Python in the same run, at least. 2 H200s, the runs at the
+    # rank harness where rank 0 hosts the store (212bda8, ec8455f, e699e0d): 0.52, 0.61, 0.45
+    "graph_share_of_python_min": 0.4,
     "all_reduce_busbw_1gib_gbs": 300.0,     # all-reduce bus bandwidth at 1 GiB, at least
     "p2p_copy_1gib_gbs": 350.0,             # copy GPU 0 -> GPU 1 of 1 GiB, GB/s, at least
     "small_message_time_growth_max": 1.5,   # time at 1 MiB / time at 1 KiB, at most
@@ -154,13 +154,13 @@ def test_small_all_reduces_are_bound_by_latency(measured):
 GRAPH = "ways_to_use_several_gpus.all_reduce_graph[{}]"
 
 
-def test_a_cuda_graph_removes_the_hosts_part_of_a_small_all_reduce_not_most_of_it(measured):
-    """The graph's runs and the Python calls' runs are separate: every graph run against
-    every run from Python (the same GPUs, the same message)."""
+def test_a_cuda_graph_removes_the_hosts_part_of_a_small_all_reduce_not_all_of_it(measured):
+    """Every graph run is faster than every run from Python (the same GPUs, the same message);
+    within each run the graph keeps at least the claimed share of the calls' time."""
     graph, python = GRAPH.format("1KiB"), ALL_REDUCE.format("1KiB")
     from_python = [run.value(python, "per_op") for run in measured(python)]
     for run in measured(graph):
-        replayed = run.value(graph, "per_op")
-        assert replayed < min(from_python), (str(run), replayed, from_python)
-        share = replayed / min(from_python)
-        assert share >= CLAIMS["graph_share_of_fastest_python_min"], (str(run), share)
+        assert run.value(graph, "per_op") < min(from_python), (str(run), from_python)
+    for run in measured(graph, python):
+        share = run.value(graph, "per_op") / run.value(python, "per_op")
+        assert share >= CLAIMS["graph_share_of_python_min"], (str(run), share)
