@@ -232,6 +232,18 @@ def test_the_fsdp2_step_is_host_bound(measured):
         assert run.value(FSDP, "compute_ms") < 0.5 * run.value(FSDP, "span_ms"), str(run)
 
 
+def test_the_rank_with_the_longer_nccl_kernels_has_the_shorter_gaps(measured):
+    """The rank whose host is behind shows the longer gaps; the other spins in NCCL."""
+    from snippets.several_gpus.ddp_timeline import idle_seconds
+
+    for run in measured(FSDP):
+        timelines = _timelines(run)
+        nccl = [sum(e["duration"] for e in _nccl(t)) for t in timelines]
+        gaps = [idle_seconds(t) for t in timelines]
+        spinning = nccl.index(max(nccl))
+        assert gaps[spinning] < gaps[1 - spinning], (str(run), nccl, gaps)
+
+
 def test_a_rank_that_arrives_first_spins_in_its_nccl_kernels(measured):
     """Skew between the ranks shows as longer NCCL kernels, not only as gaps: in every run one
     rank's NCCL kernels ran several times NCCL's own time."""
@@ -359,6 +371,19 @@ def test_over_the_backward_pass_each_ddp_grows_by_one_of_two_values_a_copy_apart
                          - run.value(ddp, f"held_at_start_gpu{gpu}_gib"))
                 assert min(abs(grown - a) for a in allowed) < PEAK_TOLERANCE_GIB, \
                     (str(run), ddp, gpu, grown)
+
+
+def test_in_every_run_some_gpu_freed_a_gradient_copy_during_the_step(measured):
+    """Plain DDP grew by nothing, or the bucket view shrank by a copy, on some GPU of each run."""
+    plain, view = MEMORY_CASES[1:]
+    for run in measured(*MEMORY_CASES):
+        copy, freed = _memory_copy_gib(run), []
+        for gpu in (0, 1):
+            grown = {ddp: run.value(ddp, f"held_after_backward_gpu{gpu}_gib")
+                     - run.value(ddp, f"held_at_start_gpu{gpu}_gib") for ddp in (plain, view)}
+            freed.append(abs(grown[plain]) < PEAK_TOLERANCE_GIB
+                         or abs(grown[view] + copy) < PEAK_TOLERANCE_GIB)
+        assert any(freed), (str(run), freed)
 
 
 def test_after_the_backward_pass_the_bucket_view_never_holds_more_than_plain_ddp(measured):
