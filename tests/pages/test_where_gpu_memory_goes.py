@@ -36,6 +36,7 @@ def clean():
 
 
 @on_gpu
+@pytest.mark.whole_gpu  # "used on the GPU" is the whole device's: tests beside it change it
 def test_del_frees_allocated_memory_and_empty_cache_gives_reserved_memory_back(clean):
     seen = list(clean.allocate_delete_release(1024).values())
     before, made, deleted, released = seen

@@ -370,7 +370,7 @@ def test_the_narrow_layout_is_drawn_narrow_enough_for_12_px_text_on_a_phone():
     PHONE_COLUMN_PX, the viewport less Material's side margins (read from its stylesheet). Drawn
     NARROW_WIDTH_IN wide, its text of SMALL_PT (its smallest) or FONT_PT shows there at 12 px or
     more; the wide drawing shows FONT_PT at about the body's 16 px on a desktop."""
-    import material
+    material = pytest.importorskip("material")  # the docs toolchain; a GPU machine lacks it
 
     css = (ROOT / "docs" / "assets" / "extra.css").read_text(encoding="utf-8")
     assert f"max-width: {diagrams.DESKTOP_WIDTH_PX}px;" in css
